@@ -1,0 +1,391 @@
+//! The `ptyd` command line: `serve` runs the daemon; the client verbs call one RPC each and print
+//! its `rendered` text (or the typed response with `--json`).
+
+use crate::client;
+use crate::config::Config;
+use crate::pb;
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// Persistent PTY sessions for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "ptyd", version, about, long_about = None)]
+pub struct Cli {
+    /// Options shared by every verb.
+    #[command(flatten)]
+    pub global: Global,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Verb,
+}
+
+/// Options every verb takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Daemon socket [default: $XDG_RUNTIME_DIR/ptyd/ptyd.sock, else /tmp/ptyd-$UID/ptyd.sock]
+    #[arg(long, global = true, env = "PTYD_SOCKET")]
+    pub socket: Option<PathBuf>,
+    /// Agent id that owns the sessions
+    #[arg(long, global = true, env = "PTYD_AGENT", default_value = "cli")]
+    pub agent: String,
+    /// Print the typed response as JSON instead of the rendered text
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Verb {
+    /// Run the daemon in the foreground.
+    ///
+    /// Example: ptyd serve
+    Serve,
+    /// Open a terminal session.
+    ///
+    /// Example: ptyd open --name main --cwd ~/src/project
+    Open {
+        /// Terminal type (see `ptyd types`)
+        #[arg(long = "type", default_value = "shell")]
+        type_name: String,
+        /// Display name
+        #[arg(long, default_value = "")]
+        name: String,
+        /// Working directory (absolute, or relative to the workspace root)
+        #[arg(long, default_value = "")]
+        cwd: String,
+        /// Environment override NAME=VALUE (repeatable)
+        #[arg(long = "env", value_parser = parse_env)]
+        env: Vec<(String, String)>,
+        /// Columns (20..=1000)
+        #[arg(long, default_value_t = 0)]
+        cols: u32,
+        /// Rows (5..=1000)
+        #[arg(long, default_value_t = 0)]
+        rows: u32,
+    },
+    /// Type text into a session and wait for the result.
+    ///
+    /// Example: ptyd send t1 'cargo test'
+    ///
+    /// Exit status: the command's exit code when the shell reported one (0 otherwise); 2 when
+    /// the request failed.
+    Send {
+        /// Session id (t1)
+        session: String,
+        /// Text to type; Enter follows unless --no-submit
+        #[arg(default_value = "")]
+        text: String,
+        /// Do not press Enter after the text
+        #[arg(long)]
+        no_submit: bool,
+        /// Named key sent after the text (repeatable): Enter, Tab, Escape, Up, C-c, F1, ...
+        #[arg(long = "key")]
+        keys: Vec<String>,
+        /// Run as a background job and print its id
+        #[arg(long)]
+        background: bool,
+        /// Overall wait deadline in milliseconds (1..=600000)
+        #[arg(long, default_value_t = 0)]
+        timeout_ms: u32,
+        /// Output silence that ends the wait, in milliseconds (50..=600000)
+        #[arg(long, default_value_t = 0)]
+        idle_ms: u32,
+        /// Cap on the result in bytes (64..=16777216)
+        #[arg(long, default_value_t = 0)]
+        max_result_bytes: u32,
+    },
+    /// Page a session's history, or show its screen.
+    ///
+    /// Example: ptyd read t1 --count 50
+    Read {
+        /// Session id
+        session: String,
+        /// Lines back from the newest
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        /// Lines in the page (1..=10000)
+        #[arg(long, default_value_t = 0)]
+        count: u32,
+        /// Absolute first line (overrides --offset)
+        #[arg(long)]
+        from_line: Option<u64>,
+        /// Show the visible screen instead of history
+        #[arg(long)]
+        screen: bool,
+        /// Cap on the result in bytes
+        #[arg(long, default_value_t = 0)]
+        max_result_bytes: u32,
+    },
+    /// Send a signal to the session's foreground process group.
+    ///
+    /// Example: ptyd signal t1 INT
+    Signal {
+        /// Session id
+        session: String,
+        /// INT, TERM, KILL, TSTP or HUP
+        signal: String,
+    },
+    /// Close a session and end all of its processes.
+    ///
+    /// Example: ptyd close t1
+    Close {
+        /// Session id
+        session: String,
+    },
+    /// List your sessions.
+    ///
+    /// Example: ptyd list
+    List,
+    /// Follow a session's raw output live.
+    ///
+    /// Example: ptyd watch t1 --replay-lines 20
+    Watch {
+        /// Session id
+        session: String,
+        /// History lines shown first
+        #[arg(long, default_value_t = 0)]
+        replay_lines: u32,
+    },
+    /// New output of a background job.
+    ///
+    /// Example: ptyd job-output j1 --wait-ms 5000
+    JobOutput {
+        /// Job id (j1)
+        job: String,
+        /// Wait this long for new output or the end
+        #[arg(long, default_value_t = 0)]
+        wait_ms: u32,
+    },
+    /// Interrupt a background job.
+    ///
+    /// Example: ptyd job-kill j1
+    JobKill {
+        /// Job id
+        job: String,
+    },
+    /// List the terminal types.
+    ///
+    /// Example: ptyd types
+    Types,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("expected NAME=VALUE, got {s:?}"))
+}
+
+/// Runs a client verb; returns the process exit status.
+pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
+    let socket = global.socket.clone().unwrap_or_else(crate::server::default_socket_path);
+    let mut c = client::connect(&socket)
+        .await
+        .map_err(|e| format!("cannot reach ptyd at {}: {e}", socket.display()))?;
+    let agent_id = global.agent.clone();
+    let (rendered, typed, status): (String, Value, i32) = match verb {
+        Verb::Serve => return Err(CliError("serve is not a client verb".into())),
+        Verb::Open { type_name, name, cwd, env, cols, rows } => {
+            let r = c
+                .open(pb::OpenRequest {
+                    agent_id,
+                    r#type: type_name,
+                    name,
+                    cwd,
+                    env: env.into_iter().collect(),
+                    cols,
+                    rows,
+                    max_result_bytes: 0,
+                })
+                .await?
+                .into_inner();
+            let typed = json!({
+                "session": r.session.as_ref().map(session_json),
+                "motd": r.motd, "motd_truncated": r.motd_truncated, "rendered": r.rendered,
+            });
+            (r.rendered, typed, 0)
+        }
+        Verb::Send { session, text, no_submit, keys, background, timeout_ms, idle_ms, max_result_bytes } => {
+            let r = c
+                .send(pb::SendRequest {
+                    agent_id,
+                    session_id: session,
+                    text,
+                    submit: Some(!no_submit),
+                    keys,
+                    run_in_background: background,
+                    timeout_ms,
+                    idle_ms,
+                    max_result_bytes,
+                })
+                .await?
+                .into_inner();
+            let (typed, status) = match &r.result {
+                Some(pb::send_response::Result::Foreground(f)) => (
+                    json!({"foreground": foreground_json(f), "rendered": r.rendered}),
+                    f.exit_code.unwrap_or(0).clamp(0, 255),
+                ),
+                Some(pb::send_response::Result::JobId(j)) => {
+                    (json!({"job_id": j, "rendered": r.rendered}), 0)
+                }
+                None => (json!({"rendered": r.rendered}), 0),
+            };
+            (r.rendered, typed, status)
+        }
+        Verb::Read { session, offset, count, from_line, screen, max_result_bytes } => {
+            let r = c
+                .read(pb::ReadRequest {
+                    agent_id,
+                    session_id: session,
+                    offset,
+                    count,
+                    from_line,
+                    screen,
+                    max_result_bytes,
+                })
+                .await?
+                .into_inner();
+            let typed = json!({
+                "text": r.text, "total_lines": r.total_lines, "first_line": r.first_line,
+                "line_begin": r.line_begin, "line_end": r.line_end, "truncated": r.truncated,
+                "rendered": r.rendered,
+            });
+            (r.rendered, typed, 0)
+        }
+        Verb::Signal { session, signal } => {
+            let r = c
+                .signal(pb::SignalRequest { agent_id, session_id: session, signal })
+                .await?
+                .into_inner();
+            let typed = json!({"delivered": r.delivered, "target_pgid": r.target_pgid, "rendered": r.rendered});
+            (r.rendered, typed, 0)
+        }
+        Verb::Close { session } => {
+            let r = c.close(pb::CloseRequest { agent_id, session_id: session }).await?.into_inner();
+            let outcome = pb::CloseOutcome::try_from(r.outcome)
+                .map(|o| o.as_str_name().trim_start_matches("CLOSE_OUTCOME_").to_owned())
+                .unwrap_or_default();
+            let typed = json!({"session_id": r.session_id, "outcome": outcome, "rendered": r.rendered});
+            (r.rendered, typed, 0)
+        }
+        Verb::List => {
+            let r = c.list(pb::ListRequest { agent_id }).await?.into_inner();
+            let typed = json!({
+                "sessions": r.sessions.iter().map(session_json).collect::<Vec<_>>(),
+                "rendered": r.rendered,
+            });
+            (r.rendered, typed, 0)
+        }
+        Verb::Types => {
+            let r = c.types(pb::TypesRequest {}).await?.into_inner();
+            let typed = json!({
+                "types": r.types.iter().map(|t| json!({
+                    "name": t.name, "argv": t.argv, "integration": t.integration,
+                    "description": t.description,
+                })).collect::<Vec<_>>(),
+                "rendered": r.rendered,
+            });
+            (r.rendered, typed, 0)
+        }
+        Verb::Watch { session, replay_lines } => {
+            use std::io::Write;
+            let mut stream = c
+                .watch(pb::WatchRequest { agent_id, session_id: session, replay_lines })
+                .await?
+                .into_inner();
+            let mut out = std::io::stdout();
+            while let Some(event) = stream.message().await? {
+                out.write_all(&event.output).and_then(|_| out.flush()).map_err(|e| e.to_string())?;
+            }
+            return Ok(0);
+        }
+        Verb::JobOutput { job, wait_ms } => {
+            let r = c
+                .job_output(pb::JobOutputRequest { agent_id, job_id: job, wait_ms, max_result_bytes: 0 })
+                .await?
+                .into_inner();
+            let typed = json!({
+                "job_id": r.job_id, "session_id": r.session_id,
+                "status": pb::JobStatus::try_from(r.status).map(|s| s.as_str_name()).unwrap_or(""),
+                "output": r.output, "truncated": r.truncated, "detail": r.detail,
+                "exit_code": r.exit_code, "rendered": r.rendered,
+            });
+            (r.rendered, typed, 0)
+        }
+        Verb::JobKill { job } => {
+            let r = c.job_kill(pb::JobKillRequest { agent_id, job_id: job }).await?.into_inner();
+            let typed = json!({
+                "job_id": r.job_id,
+                "status": pb::JobStatus::try_from(r.status).map(|s| s.as_str_name()).unwrap_or(""),
+                "rendered": r.rendered,
+            });
+            (r.rendered, typed, 0)
+        }
+    };
+    if global.json {
+        println!("{typed:#}");
+    } else {
+        println!("{rendered}");
+    }
+    Ok(status)
+}
+
+fn status_json(s: Option<&pb::SessionStatus>) -> Value {
+    match s {
+        Some(s) => json!({"state": s.state, "exit_code": s.exit_code, "signal": s.signal}),
+        None => Value::Null,
+    }
+}
+
+fn session_json(s: &pb::SessionInfo) -> Value {
+    json!({
+        "session_id": s.session_id, "name": s.name, "type": s.r#type, "pid": s.pid,
+        "status": status_json(s.status.as_ref()), "cwd": s.cwd, "cols": s.cols, "rows": s.rows,
+        "busy": s.busy, "foreground": s.foreground, "created_unix_ms": s.created_unix_ms,
+        "last_output_unix_ms": s.last_output_unix_ms, "total_lines": s.total_lines,
+    })
+}
+
+fn foreground_json(f: &pb::ForegroundResult) -> Value {
+    let reason = pb::WaitReason::try_from(f.wait_reason)
+        .map(|r| r.as_str_name().trim_start_matches("WAIT_REASON_").to_ascii_lowercase())
+        .unwrap_or_default();
+    json!({
+        "viewport": f.viewport, "wait_reason": reason,
+        "session_status": status_json(f.session_status.as_ref()), "truncated": f.truncated,
+        "exit_code": f.exit_code, "cwd": f.cwd, "elapsed_ms": f.elapsed_ms,
+    })
+}
+
+/// Default daemon configuration for `serve`.
+pub fn serve_config() -> Config {
+    Config::default()
+}
+
+/// A CLI failure, printed as one line.
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl From<String> for CliError {
+    fn from(s: String) -> CliError {
+        CliError(s)
+    }
+}
+
+impl From<tonic::Status> for CliError {
+    fn from(s: tonic::Status) -> CliError {
+        CliError(format!("{}: {}", code_name(s.code()), s.message()))
+    }
+}
+
+/// `NotFound` -> `NOT_FOUND`.
+fn code_name(code: tonic::Code) -> String {
+    let mut out = String::new();
+    for (i, c) in format!("{code:?}").chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}

@@ -1,0 +1,43 @@
+//! ptyd: a daemon that owns persistent PTY sessions for AI agents, served over gRPC on a Unix
+//! socket. Sessions are keyed by the owning agent's id; a send returns when something meaningful
+//! happened (prompt, stdin read, idle, timeout, exit) with byte-capped, model-ready text.
+//!
+//! # Layout
+//! - [`server`]: the socket, peer check, and `serve(listener, config, shutdown)`.
+//! - [`service`]: the gRPC `Terminals` service and the error-to-status table.
+//! - [`registry`]: sessions keyed by owner agent; ids; limits.
+//! - [`session`]: one actor task per PTY session.
+//! - [`pty`]: spawning on a PTY; non-blocking master I/O; exit through a pidfd.
+//! - [`screen`]: the terminal emulator plus numbered line history (pure).
+//! - [`history`]: the paged, bounded line store (pure).
+//! - [`marks`]: shell-integration wrappers and OSC 133/7 parsing.
+//! - [`waiting`]: deciding the wait reason (pure).
+//! - [`render`]: byte-capped model-facing text (pure).
+//! - [`reaper`]: finding and ending a session's process tree.
+//! - [`validate`]: request checks with messages that name the field (pure).
+//! - [`config`]: terminal types, limits, defaults, environment policy.
+//! - [`client`]: typed client over the socket.
+//! - [`cli`]: the `ptyd` command line.
+//! - [`pb`]: protobuf glue.
+//! - [`error`]: the library's error type.
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod history;
+pub mod marks;
+pub mod pb;
+pub mod pty;
+pub mod reaper;
+pub mod registry;
+pub mod render;
+pub mod screen;
+pub mod server;
+pub mod service;
+pub mod session;
+pub mod validate;
+pub mod waiting;
+
+pub use error::{Error, Result};

@@ -1,0 +1,225 @@
+//! Shell integration: the startup wrappers that make bash, zsh and fish emit prompt marks
+//! (OSC 133 A/B/C/D with the exit status, OSC 7 with the cwd) while still running the user's own
+//! rc files, and the parser that turns OSC parameters into `Mark`s. The parsing half is pure.
+
+use std::path::{Path, PathBuf};
+
+/// Which shell-integration recipe a terminal type uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Integration {
+    /// bash through an `--rcfile` wrapper.
+    Bash,
+    /// zsh through a `ZDOTDIR` wrapper.
+    Zsh,
+    /// fish through `--init-command`.
+    Fish,
+    /// No marks: waiting relies on stdin detection and output silence.
+    None,
+}
+
+impl Integration {
+    /// The name used in config files and the Types RPC.
+    pub fn name(self) -> &'static str {
+        match self {
+            Integration::Bash => "bash",
+            Integration::Zsh => "zsh",
+            Integration::Fish => "fish",
+            Integration::None => "none",
+        }
+    }
+
+    /// Parses a config name.
+    pub fn from_name(name: &str) -> Option<Integration> {
+        Some(match name {
+            "bash" => Integration::Bash,
+            "zsh" => Integration::Zsh,
+            "fish" => Integration::Fish,
+            "none" => Integration::None,
+            _ => return None,
+        })
+    }
+}
+
+/// A shell-integration mark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// OSC 133;A: the prompt starts.
+    PromptStart,
+    /// OSC 133;B: the prompt ended, input starts.
+    InputStart,
+    /// OSC 133;C: a command line was accepted; its output follows.
+    CommandStart,
+    /// OSC 133;D[;status]: the command finished.
+    CommandEnd(Option<i32>),
+    /// OSC 7: the shell's working directory (a `file://host/path` URL, kept as sent).
+    Cwd(String),
+}
+
+/// Parses the `;`-separated parameters of an OSC sequence into a mark, if it is one.
+pub fn parse_osc(params: &[&[u8]]) -> Option<Mark> {
+    match params {
+        [b"133", kind, rest @ ..] => match *kind {
+            b"A" => Some(Mark::PromptStart),
+            b"B" => Some(Mark::InputStart),
+            b"C" => Some(Mark::CommandStart),
+            b"D" => Some(Mark::CommandEnd(
+                rest.first().and_then(|s| std::str::from_utf8(s).ok()?.parse().ok()),
+            )),
+            _ => None,
+        },
+        [b"7", url, ..] => Some(Mark::Cwd(String::from_utf8_lossy(url).into_owned())),
+        _ => None,
+    }
+}
+
+/// bash: sourced through `--rcfile`. Loads the user's `.bashrc`, then puts ptyd's hooks first
+/// and last in `PROMPT_COMMAND` so the D mark sees the real `$?` and prompt frameworks that
+/// rebuild `PS1` do not lose the A/B marks.
+const BASH_RC: &str = r#"# ptyd shell integration for bash (generated; safe to delete)
+[ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
+__ptyd_pre() { __ptyd_ec=$?; printf '\033]133;D;%s\007' "$__ptyd_ec"; return $__ptyd_ec; }
+__ptyd_post() {
+  local p=${PWD//%/%25}; p=${p// /%20}
+  printf '\033]7;file://%s%s\007' "$HOSTNAME" "$p"
+  case "$PS1" in *'133;A'*) ;; *) PS1='\[\033]133;A\007\]'"$PS1"'\[\033]133;B\007\]';; esac
+  return $__ptyd_ec
+}
+PS0=$'\e]133;C\a'
+if [ "${BASH_VERSINFO[0]}${BASH_VERSINFO[1]}" -ge 51 ]; then
+  PROMPT_COMMAND=(__ptyd_pre "${PROMPT_COMMAND[@]}" __ptyd_post)
+else
+  PROMPT_COMMAND="__ptyd_pre;${PROMPT_COMMAND:+$PROMPT_COMMAND;}__ptyd_post"
+fi
+"#;
+
+/// zsh: `ZDOTDIR` points here; `.zshenv` loads the user's `.zshenv` and `.zshrc` loads the user's
+/// `.zshrc`, then registers ptyd's hooks (precmd first, so it sees the real `$?`).
+const ZSH_ENV: &str = r#"# ptyd shell integration for zsh (generated; safe to delete)
+__ptyd_zdot=$ZDOTDIR; ZDOTDIR=${PTYD_USER_ZDOTDIR:-$HOME}
+[ -r "$ZDOTDIR/.zshenv" ] && . "$ZDOTDIR/.zshenv"
+ZDOTDIR=$__ptyd_zdot
+"#;
+
+const ZSH_RC: &str = r#"# ptyd shell integration for zsh (generated; safe to delete)
+ZDOTDIR=${PTYD_USER_ZDOTDIR:-$HOME}
+[ -r "$ZDOTDIR/.zshrc" ] && . "$ZDOTDIR/.zshrc"
+autoload -Uz add-zsh-hook
+__ptyd_precmd() {
+  local ec=$?
+  printf '\033]133;D;%s\007\033]7;file://%s%s\007' $ec "$HOST" "$PWD"
+  case "$PS1" in *'133;A'*) ;; *) PS1=$'%{\e]133;A\a%}'"$PS1"$'%{\e]133;B\a%}';; esac
+}
+__ptyd_preexec() { printf '\033]133;C\007'; }
+add-zsh-hook precmd __ptyd_precmd
+add-zsh-hook preexec __ptyd_preexec
+precmd_functions=(__ptyd_precmd ${precmd_functions:#__ptyd_precmd})
+"#;
+
+/// fish: sourced through `--init-command` after fish's own config.
+const FISH_INIT: &str = r#"# ptyd shell integration for fish (generated; safe to delete)
+function __ptyd_prompt --on-event fish_prompt; printf '\e]133;A\a\e]7;file://%s%s\a' (hostname) $PWD; end
+function __ptyd_preexec --on-event fish_preexec; printf '\e]133;C\a'; end
+function __ptyd_postexec --on-event fish_postexec; printf '\e]133;D;%s\a' $status; end
+"#;
+
+/// Where the integration files live, written once per daemon.
+#[derive(Debug, Clone)]
+pub struct IntegrationFiles {
+    dir: PathBuf,
+}
+
+impl IntegrationFiles {
+    /// Writes the wrappers into `dir` (created with mode 0700).
+    pub fn install(dir: &Path) -> std::io::Result<IntegrationFiles> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir.join("zsh"))?;
+        std::fs::write(dir.join("ptyd.bash"), BASH_RC)?;
+        std::fs::write(dir.join("zsh/.zshenv"), ZSH_ENV)?;
+        std::fs::write(dir.join("zsh/.zshrc"), ZSH_RC)?;
+        std::fs::write(dir.join("ptyd.fish"), FISH_INIT)?;
+        Ok(IntegrationFiles { dir: dir.to_owned() })
+    }
+
+    /// Extra arguments and environment that make `program` load the integration.
+    pub fn apply(
+        &self,
+        integration: Integration,
+        argv: &mut Vec<String>,
+        env: &mut Vec<(String, String)>,
+    ) {
+        match integration {
+            Integration::Bash => {
+                argv.splice(
+                    1..1,
+                    ["--rcfile".to_owned(), self.dir.join("ptyd.bash").display().to_string()],
+                );
+                if !argv.iter().any(|a| a == "-i") {
+                    argv.push("-i".to_owned());
+                }
+            }
+            Integration::Zsh => {
+                let user = env
+                    .iter()
+                    .find(|(k, _)| k == "ZDOTDIR")
+                    .or_else(|| env.iter().find(|(k, _)| k == "HOME"))
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
+                env.retain(|(k, _)| k != "ZDOTDIR");
+                env.push(("PTYD_USER_ZDOTDIR".to_owned(), user));
+                env.push(("ZDOTDIR".to_owned(), self.dir.join("zsh").display().to_string()));
+                if !argv.iter().any(|a| a == "-i") {
+                    argv.push("-i".to_owned());
+                }
+            }
+            Integration::Fish => {
+                let init = format!("source {}", shell_quote(&self.dir.join("ptyd.fish")));
+                argv.splice(1..1, ["--init-command".to_owned(), init]);
+                if !argv.iter().any(|a| a == "-i") {
+                    argv.push("-i".to_owned());
+                }
+            }
+            Integration::None => {}
+        }
+    }
+}
+
+fn shell_quote(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_marks() {
+        let cases: &[(&[&[u8]], Option<Mark>)] = &[
+            (&[b"133", b"A"], Some(Mark::PromptStart)),
+            (&[b"133", b"B"], Some(Mark::InputStart)),
+            (&[b"133", b"C"], Some(Mark::CommandStart)),
+            (&[b"133", b"D", b"42"], Some(Mark::CommandEnd(Some(42)))),
+            (&[b"133", b"D"], Some(Mark::CommandEnd(None))),
+            (&[b"133", b"D", b"x"], Some(Mark::CommandEnd(None))),
+            (&[b"7", b"file://h/tmp"], Some(Mark::Cwd("file://h/tmp".into()))),
+            (&[b"133", b"Z"], None),
+            (&[b"8", b""], None),
+        ];
+        for (params, want) in cases {
+            assert_eq!(parse_osc(params), *want, "{params:?}");
+        }
+    }
+
+    #[test]
+    fn bash_gets_the_rcfile_before_its_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = IntegrationFiles::install(dir.path()).unwrap();
+        let mut argv = vec!["/bin/bash".to_owned()];
+        let mut env = vec![];
+        files.apply(Integration::Bash, &mut argv, &mut env);
+        assert_eq!(argv[1], "--rcfile");
+        assert!(argv[2].ends_with("ptyd.bash"));
+        assert_eq!(argv.last().unwrap(), "-i");
+        assert!(dir.path().join("ptyd.bash").exists());
+    }
+}

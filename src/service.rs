@@ -1,0 +1,504 @@
+//! The gRPC `Terminals` service: validate the request, look up (agent, id) in the registry, ask
+//! the session, encode the answer. Also the one place where library errors become gRPC statuses,
+//! and where each RPC is logged (agent, session, outcome; never the text).
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::marks::IntegrationFiles;
+use crate::pb;
+use crate::registry::Registry;
+use crate::render;
+use crate::session::{ReadQuery, SendInput, SessionHandle, SessionSpec, Status};
+use crate::validate;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_stream::Stream;
+use tonic::{Request, Response};
+
+/// Default wait deadline of a send.
+const DEFAULT_TIMEOUT_MS: u32 = 30_000;
+/// Default output silence before `inferred_idle`.
+const DEFAULT_IDLE_MS: u32 = 5_000;
+
+impl From<Error> for tonic::Status {
+    fn from(e: Error) -> tonic::Status {
+        use tonic::Code;
+        let code = match &e {
+            Error::InvalidArgument(_) => Code::InvalidArgument,
+            Error::NotFound(_) => Code::NotFound,
+            Error::FailedPrecondition(_) => Code::FailedPrecondition,
+            Error::ResourceExhausted(_) => Code::ResourceExhausted,
+            Error::Cancelled(_) => Code::Cancelled,
+            Error::Unimplemented(_) => Code::Unimplemented,
+            Error::Internal(_) | Error::Io { .. } | Error::Transport(_) => {
+                tracing::error!(error = %e, "internal error");
+                Code::Internal
+            }
+        };
+        tonic::Status::new(code, e.to_string())
+    }
+}
+
+/// The service state shared by all requests.
+#[derive(Clone)]
+pub struct Terminals {
+    registry: Arc<Registry>,
+    config: Arc<Config>,
+    integration: Arc<IntegrationFiles>,
+}
+
+type RpcResult<T> = std::result::Result<Response<T>, tonic::Status>;
+type BoxStream<T> = Pin<Box<dyn Stream<Item = std::result::Result<T, tonic::Status>> + Send>>;
+
+/// Logs one RPC's outcome and converts the result.
+fn finish<T>(rpc: &str, agent: &str, id: &str, result: Result<T>) -> RpcResult<T> {
+    match result {
+        Ok(v) => {
+            tracing::info!(rpc, agent, id, "ok");
+            Ok(Response::new(v))
+        }
+        Err(e) => {
+            tracing::info!(rpc, agent, id, error = %e, "failed");
+            Err(e.into())
+        }
+    }
+}
+
+impl Terminals {
+    /// A service over `registry` with `config`, using the wrappers in `integration`.
+    pub fn new(registry: Arc<Registry>, config: Arc<Config>, integration: IntegrationFiles) -> Self {
+        Terminals { registry, config, integration: Arc::new(integration) }
+    }
+
+    fn session(&self, agent: &str, id: &str) -> Result<SessionHandle> {
+        validate::agent_id(agent)?;
+        validate::required_id("session_id", id)?;
+        self.registry.get(agent, id)
+    }
+
+    async fn open(&self, req: pb::OpenRequest) -> Result<pb::OpenResponse> {
+        validate::agent_id(&req.agent_id)?;
+        let cap = validate::max_result_bytes(req.max_result_bytes)?;
+        let cols = validate::ranged("cols", req.cols, u32::from(self.config.cols), 20, 1000)? as u16;
+        let rows = validate::ranged("rows", req.rows, u32::from(self.config.rows), 5, 1000)? as u16;
+        if req.name.len() > 128 || req.name.chars().any(char::is_control) {
+            return Err(Error::invalid("name must be at most 128 bytes without control characters"));
+        }
+        let type_name = if req.r#type.is_empty() { "shell" } else { req.r#type.as_str() };
+        let ty = self.config.find_type(type_name).ok_or_else(|| {
+            Error::invalid(format!(
+                "type {type_name:?} is not registered; known types: {}",
+                self.config.type_names()
+            ))
+        })?;
+        let cwd = self.resolve_cwd(&req.cwd)?;
+        for name in req.env.keys() {
+            validate::env_name(name)?;
+        }
+        self.registry.check_limits(
+            &req.agent_id,
+            self.config.limits.sessions_per_agent,
+            self.config.limits.sessions_total,
+        )?;
+        let id = self.registry.issue_session_id();
+        let mut env = self.session_env(&id, &ty.env, &req.env);
+        let mut argv = ty.argv.clone();
+        self.integration.apply(ty.integration, &mut argv, &mut env);
+        let spec = SessionSpec {
+            id: id.clone(),
+            name: req.name.clone(),
+            type_name: ty.name.clone(),
+            argv,
+            env,
+            cwd,
+            cols,
+            rows,
+            integration: ty.integration,
+            history_lines: self.config.history_lines,
+            history_bytes: self.config.history_bytes,
+            startup_timeout: self.config.startup_timeout,
+            startup_idle: self.config.startup_idle,
+            close_grace: self.config.close_grace,
+        };
+        let handle = SessionHandle::start(spec)?;
+        let ready = handle.ready().await?;
+        if let Status::Exited(_) = handle.state().status {
+            let detail = render::tail_fit(&ready.motd, 400).to_owned();
+            handle.close().await;
+            return Err(Error::FailedPrecondition(format!(
+                "type {:?} exited during startup: {}",
+                ty.name,
+                if detail.is_empty() { "(no output)" } else { &detail }
+            )));
+        }
+        self.registry.insert(&req.agent_id, handle.clone());
+        let mut header = format!("started terminal session {id}");
+        if !req.name.is_empty() {
+            header.push_str(&format!(" ({})", req.name));
+        }
+        header.push_str(&format!(" [type: {}]", ty.name));
+        // The header comes first; the MOTD keeps its tail within what is left.
+        let budget = cap.saturating_sub(header.len() + 1);
+        let motd = render::tail_fit(&ready.motd, budget).to_owned();
+        let motd_truncated = motd.len() < ready.motd.len();
+        let body = if ready.motd.is_empty() { "(no startup output)" } else { motd.as_str() };
+        let rendered = render::line(format!("{header}\n{body}"), cap);
+        Ok(pb::OpenResponse { session: Some(self.info(&handle)), motd, motd_truncated, rendered })
+    }
+
+    /// Resolves a requested cwd against the workspace root.
+    fn resolve_cwd(&self, requested: &str) -> Result<PathBuf> {
+        let path = if requested.is_empty() {
+            self.config.workspace_root.clone()
+        } else if Path::new(requested).is_absolute() {
+            PathBuf::from(requested)
+        } else {
+            self.config.workspace_root.join(requested)
+        };
+        if !path.is_dir() {
+            return Err(Error::invalid(format!(
+                "cwd {:?} does not exist or is not a directory",
+                path.display().to_string()
+            )));
+        }
+        Ok(path)
+    }
+
+    /// The session environment: allowlist, non-interactive defaults, session id, type, request.
+    fn session_env(
+        &self,
+        id: &str,
+        type_env: &[(String, String)],
+        overrides: &std::collections::HashMap<String, String>,
+    ) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| {
+                self.config.env_allowlist.iter().any(|allowed| match allowed.strip_suffix('*') {
+                    Some(prefix) => k.starts_with(prefix),
+                    None => k == allowed,
+                })
+            })
+            .collect();
+        let mut set = |k: &str, v: &str| {
+            env.retain(|(name, _)| name != k);
+            env.push((k.to_owned(), v.to_owned()));
+        };
+        for (k, v) in &self.config.env_defaults {
+            set(k, v);
+        }
+        set("PTYD_SESSION_ID", id);
+        for (k, v) in type_env {
+            set(k, v);
+        }
+        let mut names: Vec<_> = overrides.keys().collect();
+        names.sort();
+        for k in names {
+            set(k, &overrides[k]);
+        }
+        env
+    }
+
+    async fn send(&self, req: pb::SendRequest) -> Result<pb::SendResponse> {
+        let handle = self.session(&req.agent_id, &req.session_id)?;
+        if req.run_in_background {
+            return Err(Error::Unimplemented(
+                "run_in_background is not available in this build yet".into(),
+            ));
+        }
+        let input = send_input(&req)?;
+        let outcome = handle.send(input).await?;
+        Ok(pb::SendResponse {
+            rendered: outcome.rendered.clone(),
+            result: Some(pb::send_response::Result::Foreground(pb::ForegroundResult {
+                viewport: outcome.viewport,
+                wait_reason: pb::WaitReason::from(outcome.reason) as i32,
+                session_status: Some(outcome.status.into()),
+                truncated: outcome.truncated,
+                exit_code: outcome.exit_code,
+                cwd: outcome.cwd,
+                elapsed_ms: outcome.elapsed.as_millis() as u64,
+            })),
+        })
+    }
+
+    async fn read(&self, req: pb::ReadRequest) -> Result<pb::ReadResponse> {
+        let handle = self.session(&req.agent_id, &req.session_id)?;
+        let count = validate::ranged("count", req.count, 500, 1, 10_000)?;
+        let max_result_bytes = validate::max_result_bytes(req.max_result_bytes)?;
+        let page = handle
+            .read(ReadQuery {
+                offset: req.offset,
+                count: u64::from(count),
+                from_line: req.from_line,
+                screen: req.screen,
+                max_result_bytes,
+            })
+            .await?;
+        Ok(pb::ReadResponse {
+            text: page.text,
+            total_lines: page.total_lines,
+            first_line: page.first_line,
+            line_begin: page.line_begin,
+            line_end: page.line_end,
+            truncated: page.truncated,
+            rendered: page.rendered,
+        })
+    }
+
+    fn signal(&self, req: pb::SignalRequest) -> Result<pb::SignalResponse> {
+        let handle = self.session(&req.agent_id, &req.session_id)?;
+        let signal = validate::signal(&req.signal)?;
+        if let Status::Exited(_) = handle.state().status {
+            return Err(Error::FailedPrecondition(format!(
+                "terminal session {} has exited",
+                req.session_id
+            )));
+        }
+        let shell = handle.pid as i32;
+        // Field 8 of /proc/<shell>/stat is the terminal's foreground process group.
+        let pgid = crate::reaper::stat_field(shell, 8)
+            .filter(|p| *p > 0)
+            .map(|p| p as i32)
+            .ok_or_else(|| {
+                Error::FailedPrecondition(format!(
+                    "terminal session {} has no foreground process group",
+                    req.session_id
+                ))
+            })?;
+        if signal == Signal::SIGKILL && pgid == shell {
+            return Err(Error::FailedPrecondition(format!(
+                "SIGKILL would kill the shell of terminal session {}; use Close to end the session",
+                req.session_id
+            )));
+        }
+        killpg(Pid::from_raw(pgid), signal).map_err(|e| {
+            Error::FailedPrecondition(format!("delivering {} failed: {e}", signal.as_str()))
+        })?;
+        Ok(pb::SignalResponse {
+            delivered: true,
+            target_pgid: pgid,
+            rendered: format!("delivered {} to foreground process group {pgid}", signal.as_str()),
+        })
+    }
+
+    async fn close(&self, req: pb::CloseRequest) -> Result<pb::CloseResponse> {
+        validate::agent_id(&req.agent_id)?;
+        validate::required_id("session_id", &req.session_id)?;
+        let id = req.session_id.clone();
+        let already = |id: &str| pb::CloseResponse {
+            session_id: id.to_owned(),
+            outcome: pb::CloseOutcome::AlreadyClosing as i32,
+            rendered: format!("terminal session {id} was already closing"),
+        };
+        if self.registry.is_closing(&req.agent_id, &id) {
+            return Ok(already(&id));
+        }
+        let handle = self.registry.get(&req.agent_id, &id)?;
+        if !self.registry.begin_close(&req.agent_id, &id) {
+            return Ok(already(&id));
+        }
+        handle.close().await;
+        self.registry.remove(&id);
+        Ok(pb::CloseResponse {
+            session_id: id.clone(),
+            outcome: pb::CloseOutcome::Closed as i32,
+            rendered: format!("closed terminal session {id}"),
+        })
+    }
+
+    fn list(&self, req: pb::ListRequest) -> Result<pb::ListResponse> {
+        validate::agent_id(&req.agent_id)?;
+        let sessions: Vec<pb::SessionInfo> =
+            self.registry.list(&req.agent_id).iter().map(|h| self.info(h)).collect();
+        let lines: Vec<String> = sessions.iter().map(list_line).collect();
+        let rendered =
+            render::list(&lines, "(no terminal sessions)", validate::DEFAULT_MAX_RESULT_BYTES);
+        Ok(pb::ListResponse { sessions, rendered })
+    }
+
+    fn types(&self) -> pb::TypesResponse {
+        let types: Vec<pb::TerminalType> = self
+            .config
+            .types
+            .iter()
+            .map(|t| pb::TerminalType {
+                name: t.name.clone(),
+                argv: t.argv.clone(),
+                integration: t.integration.name().to_owned(),
+                description: t.description.clone(),
+            })
+            .collect();
+        let lines: Vec<String> = types
+            .iter()
+            .map(|t| format!("{} [{}] {}: {}", t.name, t.integration, t.argv.join(" "), t.description))
+            .collect();
+        let rendered = render::list(&lines, "(no terminal types)", validate::DEFAULT_MAX_RESULT_BYTES);
+        pb::TypesResponse { types, rendered }
+    }
+
+    /// The SessionInfo of `handle`, with cwd and foreground read live from /proc.
+    fn info(&self, handle: &SessionHandle) -> pb::SessionInfo {
+        let state = handle.state();
+        let pid = handle.pid as i32;
+        let running = state.status == Status::Running;
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let foreground = crate::reaper::stat_field(pid, 8)
+            .filter(|fg| running && *fg > 0 && *fg != i64::from(pid))
+            .and_then(|fg| crate::reaper::command_name(fg as i32))
+            .unwrap_or_default();
+        pb::SessionInfo {
+            session_id: handle.spec.id.clone(),
+            name: handle.spec.name.clone(),
+            r#type: handle.spec.type_name.clone(),
+            pid: handle.pid,
+            status: Some(state.status.into()),
+            cwd,
+            cols: u32::from(state.cols),
+            rows: u32::from(state.rows),
+            busy: state.busy,
+            foreground,
+            created_unix_ms: handle.created_unix_ms,
+            last_output_unix_ms: state.last_output_unix_ms,
+            total_lines: state.total_lines,
+        }
+    }
+
+    /// Closes every session (daemon shutdown).
+    pub async fn close_all(&self) {
+        let mut closing = tokio::task::JoinSet::new();
+        for handle in self.registry.all() {
+            let registry = self.registry.clone();
+            closing.spawn(async move {
+                handle.close().await;
+                registry.remove(&handle.spec.id);
+            });
+        }
+        while closing.join_next().await.is_some() {}
+    }
+}
+
+/// "t1 (main) [shell] running pid=4242".
+fn list_line(s: &pb::SessionInfo) -> String {
+    let name = if s.name.is_empty() { String::new() } else { format!(" ({})", s.name) };
+    let status = match &s.status {
+        Some(st) if st.state == "exited" => format!(
+            "exited code={} signal={}",
+            st.exit_code.map_or("null".to_owned(), |c| c.to_string()),
+            st.signal.as_deref().unwrap_or("null")
+        ),
+        _ => "running".to_owned(),
+    };
+    format!("{}{name} [{}] {status} pid={}", s.session_id, s.r#type, s.pid)
+}
+
+/// Validates a send request into what the session writes and how it waits.
+fn send_input(req: &pb::SendRequest) -> Result<SendInput> {
+    validate::text(&req.text)?;
+    let timeout = validate::ranged("timeout_ms", req.timeout_ms, DEFAULT_TIMEOUT_MS, 1, 600_000)?;
+    let idle = validate::ranged("idle_ms", req.idle_ms, DEFAULT_IDLE_MS, 50, 600_000)?;
+    let max_result_bytes = validate::max_result_bytes(req.max_result_bytes)?;
+    let mut bytes = req.text.as_bytes().to_vec();
+    if req.submit.unwrap_or(true) {
+        bytes.push(b'\r');
+    }
+    for key in &req.keys {
+        bytes.extend(validate::key_bytes(key)?);
+    }
+    Ok(SendInput {
+        bytes,
+        timeout: Duration::from_millis(u64::from(timeout)),
+        idle: Duration::from_millis(u64::from(idle)),
+        max_result_bytes,
+    })
+}
+
+#[tonic::async_trait]
+impl pb::terminals_server::Terminals for Terminals {
+    async fn open(&self, request: Request<pb::OpenRequest>) -> RpcResult<pb::OpenResponse> {
+        let req = request.into_inner();
+        let agent = req.agent_id.clone();
+        let result = self.open(req).await;
+        let id = result.as_ref().ok().and_then(|r| r.session.as_ref()).map(|s| s.session_id.clone());
+        finish("Open", &agent, id.as_deref().unwrap_or(""), result)
+    }
+
+    async fn send(&self, request: Request<pb::SendRequest>) -> RpcResult<pb::SendResponse> {
+        let req = request.into_inner();
+        let (agent, id) = (req.agent_id.clone(), req.session_id.clone());
+        finish("Send", &agent, &id, self.send(req).await)
+    }
+
+    type SendStreamStream = BoxStream<pb::SendEvent>;
+
+    async fn send_stream(
+        &self,
+        request: Request<pb::SendRequest>,
+    ) -> RpcResult<Self::SendStreamStream> {
+        let req = request.into_inner();
+        let result = self.session(&req.agent_id, &req.session_id).and_then(|_| {
+            Err(Error::Unimplemented("SendStream is not available in this build yet".into()))
+        });
+        finish("SendStream", &req.agent_id, &req.session_id, result)
+    }
+
+    async fn read(&self, request: Request<pb::ReadRequest>) -> RpcResult<pb::ReadResponse> {
+        let req = request.into_inner();
+        let (agent, id) = (req.agent_id.clone(), req.session_id.clone());
+        finish("Read", &agent, &id, self.read(req).await)
+    }
+
+    async fn signal(&self, request: Request<pb::SignalRequest>) -> RpcResult<pb::SignalResponse> {
+        let req = request.into_inner();
+        finish("Signal", &req.agent_id, &req.session_id, self.signal(req.clone()))
+    }
+
+    async fn close(&self, request: Request<pb::CloseRequest>) -> RpcResult<pb::CloseResponse> {
+        let req = request.into_inner();
+        let (agent, id) = (req.agent_id.clone(), req.session_id.clone());
+        finish("Close", &agent, &id, self.close(req).await)
+    }
+
+    async fn list(&self, request: Request<pb::ListRequest>) -> RpcResult<pb::ListResponse> {
+        let req = request.into_inner();
+        finish("List", &req.agent_id, "", self.list(req.clone()))
+    }
+
+    type WatchStream = BoxStream<pb::WatchEvent>;
+
+    async fn watch(&self, request: Request<pb::WatchRequest>) -> RpcResult<Self::WatchStream> {
+        let req = request.into_inner();
+        let result = self.session(&req.agent_id, &req.session_id).and_then(|_| {
+            Err(Error::Unimplemented("Watch is not available in this build yet".into()))
+        });
+        finish("Watch", &req.agent_id, &req.session_id, result)
+    }
+
+    async fn job_output(
+        &self,
+        request: Request<pb::JobOutputRequest>,
+    ) -> RpcResult<pb::JobOutputResponse> {
+        let req = request.into_inner();
+        let result = validate::agent_id(&req.agent_id)
+            .and_then(|_| validate::required_id("job_id", &req.job_id))
+            .and_then(|_| Err(Error::job_not_found(&req.job_id)));
+        finish("JobOutput", &req.agent_id, &req.job_id, result)
+    }
+
+    async fn job_kill(&self, request: Request<pb::JobKillRequest>) -> RpcResult<pb::JobKillResponse> {
+        let req = request.into_inner();
+        let result = validate::agent_id(&req.agent_id)
+            .and_then(|_| validate::required_id("job_id", &req.job_id))
+            .and_then(|_| Err(Error::job_not_found(&req.job_id)));
+        finish("JobKill", &req.agent_id, &req.job_id, result)
+    }
+
+    async fn types(&self, _request: Request<pb::TypesRequest>) -> RpcResult<pb::TypesResponse> {
+        finish("Types", "", "", Ok(self.types()))
+    }
+}

@@ -1,0 +1,424 @@
+//! Shared helpers for the integration tests: an in-process daemon on a socket in a temp dir
+//! (bound before serving, so there is nothing to wait for), typed request helpers, status
+//! assertions, and `wait_until`, the only way a test waits for a condition.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ptyd::pb::terminals_client::TerminalsClient;
+use ptyd::pb::{
+    CloseRequest, CloseResponse, ForegroundResult, ListRequest, ListResponse, OpenRequest,
+    OpenResponse, ReadRequest, ReadResponse, SendRequest, SendResponse, SessionInfo, send_response,
+};
+use tempfile::TempDir;
+use tokio::net::UnixListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+
+pub type Client = TerminalsClient<Channel>;
+
+/// Upper bound for one whole test: a hang fails the test instead of blocking CI.
+pub const TEST_DEADLINE: Duration = Duration::from_secs(120);
+/// `timeout_ms` of the helpers' sends: long enough for a loaded 2-core CI machine.
+pub const SEND_TIMEOUT_MS: u32 = 20_000;
+/// How long `Daemon::stop` may take to close every session and return.
+const STOP_DEADLINE: Duration = Duration::from_secs(30);
+/// `wait_until` polls with a back-off from the first to the last of these intervals.
+const POLL_FIRST: Duration = Duration::from_millis(5);
+const POLL_MAX: Duration = Duration::from_millis(100);
+
+/// A daemon serving on `<tmp>/ptyd.sock` inside this test's runtime.
+pub struct Daemon {
+    pub socket: PathBuf,
+    pub client: Client,
+    pub shutdown: Option<oneshot::Sender<()>>,
+    pub task: JoinHandle<Result<(), ptyd::Error>>,
+    pub _dir: TempDir,
+}
+
+/// Starts a daemon with the contract defaults.
+pub async fn start_daemon() -> Daemon {
+    start_daemon_with(ptyd::config::Config::default()).await
+}
+
+/// Starts a daemon with `config`. The listener is bound before `serve` is spawned, so the
+/// client can connect at once. Dropping the `Daemon` without `stop` still triggers shutdown
+/// (the oneshot sender is dropped), but only `stop` waits for it.
+pub async fn start_daemon_with(config: ptyd::config::Config) -> Daemon {
+    let dir = tempfile::Builder::new()
+        .prefix("ptyd-test-")
+        .tempdir()
+        .expect("create temp dir for the daemon socket");
+    let socket = dir.path().join("ptyd.sock");
+    let listener = UnixListener::bind(&socket).expect("bind the daemon socket");
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(ptyd::server::serve(listener, config, async move {
+        // A send or a dropped sender both mean "shut down".
+        let _ = shutdown_rx.await;
+    }));
+    let client = ptyd::client::connect(&socket)
+        .await
+        .expect("connect to the in-process daemon");
+    Daemon {
+        socket,
+        client,
+        shutdown: Some(shutdown_tx),
+        task,
+        _dir: dir,
+    }
+}
+
+impl Daemon {
+    /// A fresh handle on the daemon's channel (tonic clients are cheap clones).
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The daemon's temp dir: a scratch directory the test may use as a session's cwd.
+    pub fn dir(&self) -> &Path {
+        self._dir.path()
+    }
+
+    /// Triggers shutdown and waits until `serve` closed every session and returned `Ok`.
+    pub async fn stop(self) {
+        let Daemon {
+            socket: _,
+            client,
+            mut shutdown,
+            task,
+            _dir,
+        } = self;
+        drop(client);
+        if let Some(tx) = shutdown.take() {
+            let _ = tx.send(());
+        }
+        match tokio::time::timeout(STOP_DEADLINE, task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => panic!("serve returned an error on shutdown: {e:?}"),
+            Ok(Err(e)) => panic!("the serve task panicked or was cancelled: {e}"),
+            Err(_) => panic!("the daemon did not stop within {STOP_DEADLINE:?}"),
+        }
+        drop(_dir);
+    }
+}
+
+/// Runs a test body under `TEST_DEADLINE`.
+pub async fn timed<F: Future>(body: F) -> F::Output {
+    match tokio::time::timeout(TEST_DEADLINE, body).await {
+        Ok(out) => out,
+        Err(_) => panic!("test did not finish within {TEST_DEADLINE:?}"),
+    }
+}
+
+/// Polls `condition` with a short back-off until it holds; panics naming `what` when `within`
+/// passes first. This is how tests wait: never a fixed sleep.
+pub async fn wait_until<F, Fut>(within: Duration, what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    let mut pause = POLL_FIRST;
+    loop {
+        if condition().await {
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {within:?} waiting until {what}");
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(POLL_MAX);
+    }
+}
+
+/// A plain gRPC channel over the Unix socket, for services other than `Terminals` (health).
+pub async fn unix_channel(socket: &Path) -> Channel {
+    let socket = socket.to_path_buf();
+    tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let socket = socket.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(socket).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+        .expect("connect a raw channel to the daemon socket")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+/// Opens a default `shell` session for `agent` and returns its id.
+pub async fn open(client: &mut Client, agent: &str) -> String {
+    open_with(
+        client,
+        OpenRequest {
+            agent_id: agent.into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .expect("OpenResponse.session is set")
+    .session_id
+}
+
+/// Opens a `shell` session with a UTF-8 locale, so readline takes multi-byte input whatever the
+/// locale of the machine running the tests.
+pub async fn open_utf8(client: &mut Client, agent: &str) -> String {
+    open_with(
+        client,
+        OpenRequest {
+            agent_id: agent.into(),
+            env: [("LANG".to_string(), "C.UTF-8".to_string())].into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .expect("OpenResponse.session is set")
+    .session_id
+}
+
+/// Opens a session with an arbitrary request; panics on error.
+pub async fn open_with(client: &mut Client, req: OpenRequest) -> OpenResponse {
+    let what = format!("{req:?}");
+    match client.open(req).await {
+        Ok(r) => r.into_inner(),
+        Err(s) => panic!("Open {what} failed: {s:?}"),
+    }
+}
+
+/// A foreground send request with the helpers' defaults (submit, `SEND_TIMEOUT_MS`).
+pub fn send_request(agent: &str, sid: &str, text: &str) -> SendRequest {
+    SendRequest {
+        agent_id: agent.into(),
+        session_id: sid.into(),
+        text: text.into(),
+        timeout_ms: SEND_TIMEOUT_MS,
+        ..Default::default()
+    }
+}
+
+/// Sends `text` + Enter and waits; returns the foreground result.
+pub async fn send(client: &mut Client, agent: &str, sid: &str, text: &str) -> ForegroundResult {
+    send_with(client, send_request(agent, sid, text)).await.0
+}
+
+/// Sends an arbitrary foreground request; returns the result and `rendered`. Panics on error or
+/// when the daemon answered with a background job.
+pub async fn send_with(client: &mut Client, req: SendRequest) -> (ForegroundResult, String) {
+    let what = format!("{:?} to {}", req.text, req.session_id);
+    let resp = match client.send(req).await {
+        Ok(r) => r.into_inner(),
+        Err(s) => panic!("Send {what} failed: {s:?}"),
+    };
+    foreground(resp)
+}
+
+/// Splits a foreground `SendResponse`.
+pub fn foreground(resp: SendResponse) -> (ForegroundResult, String) {
+    match resp.result {
+        Some(send_response::Result::Foreground(fr)) => (fr, resp.rendered),
+        other => panic!(
+            "expected a foreground result, got {other:?} ({})",
+            resp.rendered
+        ),
+    }
+}
+
+/// Sends and asserts the command finished at the prompt with exit status 0; returns the
+/// viewport.
+pub async fn run_ok(client: &mut Client, agent: &str, sid: &str, cmd: &str) -> String {
+    let fr = send(client, agent, sid, cmd).await;
+    assert_eq!(
+        fr.wait_reason(),
+        ptyd::pb::WaitReason::Prompt,
+        "{cmd:?} should end at the prompt: {fr:?}"
+    );
+    assert_eq!(fr.exit_code, Some(0), "{cmd:?} should exit 0: {fr:?}");
+    fr.viewport
+}
+
+/// Reads a history page ending `offset` lines before the newest one.
+pub async fn read_page(
+    client: &mut Client,
+    agent: &str,
+    sid: &str,
+    offset: u64,
+    count: u32,
+) -> ReadResponse {
+    read_with(
+        client,
+        ReadRequest {
+            agent_id: agent.into(),
+            session_id: sid.into(),
+            offset,
+            count,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// Reads a history page starting at absolute line `from_line`.
+pub async fn read_from(
+    client: &mut Client,
+    agent: &str,
+    sid: &str,
+    from_line: u64,
+    count: u32,
+) -> ReadResponse {
+    read_with(
+        client,
+        ReadRequest {
+            agent_id: agent.into(),
+            session_id: sid.into(),
+            from_line: Some(from_line),
+            count,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// Reads the visible screen.
+pub async fn read_screen(client: &mut Client, agent: &str, sid: &str) -> ReadResponse {
+    read_with(
+        client,
+        ReadRequest {
+            agent_id: agent.into(),
+            session_id: sid.into(),
+            screen: true,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// Reads with an arbitrary request; panics on error.
+pub async fn read_with(client: &mut Client, req: ReadRequest) -> ReadResponse {
+    let what = format!("{req:?}");
+    match client.read(req).await {
+        Ok(r) => r.into_inner(),
+        Err(s) => panic!("Read {what} failed: {s:?}"),
+    }
+}
+
+/// Lists `agent`'s sessions.
+pub async fn list(client: &mut Client, agent: &str) -> ListResponse {
+    match client
+        .list(ListRequest {
+            agent_id: agent.into(),
+        })
+        .await
+    {
+        Ok(r) => r.into_inner(),
+        Err(s) => panic!("List for {agent:?} failed: {s:?}"),
+    }
+}
+
+/// The `SessionInfo` of `sid` in `agent`'s list, if listed.
+pub async fn session_info(client: &mut Client, agent: &str, sid: &str) -> Option<SessionInfo> {
+    list(client, agent)
+        .await
+        .sessions
+        .into_iter()
+        .find(|s| s.session_id == sid)
+}
+
+/// Closes a session; panics on error.
+pub async fn close(client: &mut Client, agent: &str, sid: &str) -> CloseResponse {
+    match client
+        .close(CloseRequest {
+            agent_id: agent.into(),
+            session_id: sid.into(),
+        })
+        .await
+    {
+        Ok(r) => r.into_inner(),
+        Err(s) => panic!("Close {sid} for {agent:?} failed: {s:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assertions
+
+/// Asserts `result` failed with `code`; returns the status for further checks.
+#[track_caller]
+pub fn expect_code<T: std::fmt::Debug>(
+    result: Result<T, Status>,
+    code: Code,
+    what: &str,
+) -> Status {
+    match result {
+        Ok(v) => panic!("{what}: expected {code:?}, got success: {v:?}"),
+        Err(s) => {
+            assert_eq!(s.code(), code, "{what}: wrong code, status {s:?}");
+            s
+        }
+    }
+}
+
+/// Asserts `result` is INVALID_ARGUMENT and that the message names `field`.
+#[track_caller]
+pub fn expect_invalid<T: std::fmt::Debug>(result: Result<T, Status>, field: &str, what: &str) {
+    let s = expect_code(result, Code::InvalidArgument, what);
+    assert!(
+        s.message().contains(field),
+        "{what}: message {:?} should name the field {field:?}",
+        s.message()
+    );
+}
+
+/// The lines of a text block (an empty text has no lines).
+pub fn lines(text: &str) -> Vec<&str> {
+    if text.is_empty() {
+        Vec::new()
+    } else {
+        text.split('\n').collect()
+    }
+}
+
+/// Whether `pid` names a live (non-zombie) process.
+pub fn process_is_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name, which may itself contain ") ".
+        Ok(stat) => match stat.rfind(") ") {
+            Some(i) => !matches!(stat[i + 2..].chars().next(), Some('Z') | Some('X')),
+            None => true,
+        },
+        Err(_) => false,
+    }
+}
+
+/// Asserts two NOT_FOUND statuses are indistinguishable apart from the id they name: the answer
+/// for a foreign id must not leak that it exists.
+#[track_caller]
+pub fn assert_same_not_found(
+    foreign: &Status,
+    foreign_id: &str,
+    unknown: &Status,
+    unknown_id: &str,
+) {
+    assert_eq!(
+        foreign.code(),
+        Code::NotFound,
+        "foreign id {foreign_id}: {foreign:?}"
+    );
+    assert_eq!(
+        unknown.code(),
+        Code::NotFound,
+        "unknown id {unknown_id}: {unknown:?}"
+    );
+    assert_eq!(
+        foreign.message().replace(foreign_id, "<id>"),
+        unknown.message().replace(unknown_id, "<id>"),
+        "a foreign id must get the same answer as an unknown one"
+    );
+}
