@@ -178,14 +178,24 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 
 /// Runs a client verb; returns the process exit status.
 pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
-    let socket = global.socket.clone().unwrap_or_else(crate::server::default_socket_path);
+    let socket = global
+        .socket
+        .clone()
+        .unwrap_or_else(crate::server::default_socket_path);
     let mut c = client::connect(&socket)
         .await
         .map_err(|e| format!("cannot reach ptyd at {}: {e}", socket.display()))?;
     let agent_id = global.agent.clone();
     let (rendered, typed, status): (String, Value, i32) = match verb {
         Verb::Serve => return Err(CliError("serve is not a client verb".into())),
-        Verb::Open { type_name, name, cwd, env, cols, rows } => {
+        Verb::Open {
+            type_name,
+            name,
+            cwd,
+            env,
+            cols,
+            rows,
+        } => {
             let r = c
                 .open(pb::OpenRequest {
                     agent_id,
@@ -205,7 +215,16 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
             });
             (r.rendered, typed, 0)
         }
-        Verb::Send { session, text, no_submit, keys, background, timeout_ms, idle_ms, max_result_bytes } => {
+        Verb::Send {
+            session,
+            text,
+            no_submit,
+            keys,
+            background,
+            timeout_ms,
+            idle_ms,
+            max_result_bytes,
+        } => {
             let r = c
                 .send(pb::SendRequest {
                     agent_id,
@@ -232,7 +251,14 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
             };
             (r.rendered, typed, status)
         }
-        Verb::Read { session, offset, count, from_line, screen, max_result_bytes } => {
+        Verb::Read {
+            session,
+            offset,
+            count,
+            from_line,
+            screen,
+            max_result_bytes,
+        } => {
             let r = c
                 .read(pb::ReadRequest {
                     agent_id,
@@ -254,18 +280,33 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
         }
         Verb::Signal { session, signal } => {
             let r = c
-                .signal(pb::SignalRequest { agent_id, session_id: session, signal })
+                .signal(pb::SignalRequest {
+                    agent_id,
+                    session_id: session,
+                    signal,
+                })
                 .await?
                 .into_inner();
             let typed = json!({"delivered": r.delivered, "target_pgid": r.target_pgid, "rendered": r.rendered});
             (r.rendered, typed, 0)
         }
         Verb::Close { session } => {
-            let r = c.close(pb::CloseRequest { agent_id, session_id: session }).await?.into_inner();
+            let r = c
+                .close(pb::CloseRequest {
+                    agent_id,
+                    session_id: session,
+                })
+                .await?
+                .into_inner();
             let outcome = pb::CloseOutcome::try_from(r.outcome)
-                .map(|o| o.as_str_name().trim_start_matches("CLOSE_OUTCOME_").to_owned())
+                .map(|o| {
+                    o.as_str_name()
+                        .trim_start_matches("CLOSE_OUTCOME_")
+                        .to_owned()
+                })
                 .unwrap_or_default();
-            let typed = json!({"session_id": r.session_id, "outcome": outcome, "rendered": r.rendered});
+            let typed =
+                json!({"session_id": r.session_id, "outcome": outcome, "rendered": r.rendered});
             (r.rendered, typed, 0)
         }
         Verb::List => {
@@ -287,21 +328,35 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
             });
             (r.rendered, typed, 0)
         }
-        Verb::Watch { session, replay_lines } => {
+        Verb::Watch {
+            session,
+            replay_lines,
+        } => {
             use std::io::Write;
             let mut stream = c
-                .watch(pb::WatchRequest { agent_id, session_id: session, replay_lines })
+                .watch(pb::WatchRequest {
+                    agent_id,
+                    session_id: session,
+                    replay_lines,
+                })
                 .await?
                 .into_inner();
             let mut out = std::io::stdout();
             while let Some(event) = stream.message().await? {
-                out.write_all(&event.output).and_then(|_| out.flush()).map_err(|e| e.to_string())?;
+                out.write_all(&event.output)
+                    .and_then(|_| out.flush())
+                    .map_err(|e| e.to_string())?;
             }
             return Ok(0);
         }
         Verb::JobOutput { job, wait_ms } => {
             let r = c
-                .job_output(pb::JobOutputRequest { agent_id, job_id: job, wait_ms, max_result_bytes: 0 })
+                .job_output(pb::JobOutputRequest {
+                    agent_id,
+                    job_id: job,
+                    wait_ms,
+                    max_result_bytes: 0,
+                })
                 .await?
                 .into_inner();
             let typed = json!({
@@ -313,7 +368,13 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
             (r.rendered, typed, 0)
         }
         Verb::JobKill { job } => {
-            let r = c.job_kill(pb::JobKillRequest { agent_id, job_id: job }).await?.into_inner();
+            let r = c
+                .job_kill(pb::JobKillRequest {
+                    agent_id,
+                    job_id: job,
+                })
+                .await?
+                .into_inner();
             let typed = json!({
                 "job_id": r.job_id,
                 "status": pb::JobStatus::try_from(r.status).map(|s| s.as_str_name()).unwrap_or(""),
@@ -348,7 +409,11 @@ fn session_json(s: &pb::SessionInfo) -> Value {
 
 fn foreground_json(f: &pb::ForegroundResult) -> Value {
     let reason = pb::WaitReason::try_from(f.wait_reason)
-        .map(|r| r.as_str_name().trim_start_matches("WAIT_REASON_").to_ascii_lowercase())
+        .map(|r| {
+            r.as_str_name()
+                .trim_start_matches("WAIT_REASON_")
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default();
     json!({
         "viewport": f.viewport, "wait_reason": reason,

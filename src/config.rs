@@ -64,19 +64,27 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Config {
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "/".into());
         Config {
             types: builtin_types(),
-            limits: Limits { sessions_per_agent: 32, sessions_total: 256, jobs_per_agent: 64 },
+            limits: Limits {
+                sessions_per_agent: 32,
+                sessions_total: 256,
+                jobs_per_agent: 64,
+            },
             cols: 120,
             rows: 40,
             history_lines: 100_000,
             history_bytes: 16 << 20,
             startup_timeout: Duration::from_secs(10),
             startup_idle: Duration::from_millis(1500),
-            env_allowlist: ["HOME", "USER", "LOGNAME", "SHELL", "PATH", "LANG", "LC_*", "TZ"]
-                .map(String::from)
-                .to_vec(),
+            env_allowlist: [
+                "HOME", "USER", "LOGNAME", "SHELL", "PATH", "LANG", "LC_*", "TZ",
+            ]
+            .map(String::from)
+            .to_vec(),
             env_defaults: [
                 ("TERM", "xterm-256color"),
                 ("PAGER", "cat"),
@@ -101,35 +109,56 @@ impl Config {
 
     /// The names of all registered types, for error messages.
     pub fn type_names(&self) -> String {
-        self.types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+        self.types
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
 /// `shell` (the login shell when it is bash, zsh or fish, else bash), each of `bash`, `zsh`,
 /// `fish` that is installed, and `python` (the python3 REPL).
 fn builtin_types() -> Vec<TerminalType> {
-    let shell_type = |name: &str, program: &str, integration: Integration, what: &str| {
-        TerminalType {
+    let shell_type =
+        |name: &str, program: &str, integration: Integration, what: &str| TerminalType {
             name: name.to_owned(),
             argv: vec![program.to_owned()],
             integration,
             description: what.to_owned(),
             env: Vec::new(),
-        }
-    };
+        };
     let mut types = Vec::new();
     let login = std::env::var("SHELL").unwrap_or_default();
-    let login_name = Path::new(&login).file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let login_name = Path::new(&login)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
     let (program, integration) = match Integration::from_name(login_name) {
         Some(i) if i != Integration::None && find_program(&login).is_some() => (login.clone(), i),
-        _ => (find_program("bash").unwrap_or_else(|| "bash".into()), Integration::Bash),
+        _ => (
+            find_program("bash").unwrap_or_else(|| "bash".into()),
+            Integration::Bash,
+        ),
     };
-    types.push(shell_type("shell", &program, integration, "the user's login shell"));
-    for (name, integration) in
-        [("bash", Integration::Bash), ("zsh", Integration::Zsh), ("fish", Integration::Fish)]
-    {
+    types.push(shell_type(
+        "shell",
+        &program,
+        integration,
+        "the user's login shell",
+    ));
+    for (name, integration) in [
+        ("bash", Integration::Bash),
+        ("zsh", Integration::Zsh),
+        ("fish", Integration::Fish),
+    ] {
         if let Some(path) = find_program(name) {
-            types.push(shell_type(name, &path, integration, &format!("{name} with prompt marks")));
+            types.push(shell_type(
+                name,
+                &path,
+                integration,
+                &format!("{name} with prompt marks"),
+            ));
         }
     }
     let mut python = shell_type("python", "python3", Integration::None, "the python3 REPL");
@@ -152,5 +181,6 @@ pub fn find_program(program: &str) -> Option<String> {
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

@@ -47,7 +47,9 @@ impl Error {
 
     /// The message every unknown or foreign session id gets, so existence does not leak.
     pub fn session_not_found(id: &str) -> Error {
-        Error::NotFound(format!("session_id {id:?} does not name an open terminal session"))
+        Error::NotFound(format!(
+            "session_id {id:?} does not name an open terminal session"
+        ))
     }
 
     /// The message every unknown or foreign job id gets.

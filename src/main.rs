@@ -6,7 +6,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");
@@ -56,15 +59,22 @@ async fn serve(global: &ptyd::cli::Global) -> anyhow::Result<()> {
     let listener = match ptyd::server::activated_listener()? {
         Some(l) => l,
         None => {
-            let path = global.socket.clone().unwrap_or_else(ptyd::server::default_socket_path);
-            let l = ptyd::server::bind(&path).with_context(|| format!("starting on {}", path.display()))?;
+            let path = global
+                .socket
+                .clone()
+                .unwrap_or_else(ptyd::server::default_socket_path);
+            let l = ptyd::server::bind(&path)
+                .with_context(|| format!("starting on {}", path.display()))?;
             eprintln!("ptyd: listening on {}", path.display());
             l
         }
     };
     let shutdown = async {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
             return std::future::pending().await;
         };
         tokio::select! {

@@ -63,7 +63,8 @@ pub fn parse_osc(params: &[&[u8]]) -> Option<Mark> {
             b"B" => Some(Mark::InputStart),
             b"C" => Some(Mark::CommandStart),
             b"D" => Some(Mark::CommandEnd(
-                rest.first().and_then(|s| std::str::from_utf8(s).ok()?.parse().ok()),
+                rest.first()
+                    .and_then(|s| std::str::from_utf8(s).ok()?.parse().ok()),
             )),
             _ => None,
         },
@@ -132,13 +133,21 @@ impl IntegrationFiles {
     /// Writes the wrappers into `dir` (created with mode 0700).
     pub fn install(dir: &Path) -> std::io::Result<IntegrationFiles> {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir.join("zsh"))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir.join("zsh"))?;
         std::fs::write(dir.join("ptyd.bash"), BASH_RC)?;
         std::fs::write(dir.join("zsh/.zshenv"), ZSH_ENV)?;
         std::fs::write(dir.join("zsh/.zshrc"), ZSH_RC)?;
         std::fs::write(dir.join("ptyd.fish"), FISH_INIT)?;
-        Ok(IntegrationFiles { dir: dir.to_owned() })
+        Ok(IntegrationFiles {
+            dir: dir.to_owned(),
+        })
     }
 
     /// Extra arguments and environment that make `program` load the integration.
@@ -152,7 +161,10 @@ impl IntegrationFiles {
             Integration::Bash => {
                 argv.splice(
                     1..1,
-                    ["--rcfile".to_owned(), self.dir.join("ptyd.bash").display().to_string()],
+                    [
+                        "--rcfile".to_owned(),
+                        self.dir.join("ptyd.bash").display().to_string(),
+                    ],
                 );
                 if !argv.iter().any(|a| a == "-i") {
                     argv.push("-i".to_owned());
@@ -167,7 +179,10 @@ impl IntegrationFiles {
                     .unwrap_or_default();
                 env.retain(|(k, _)| k != "ZDOTDIR");
                 env.push(("PTYD_USER_ZDOTDIR".to_owned(), user));
-                env.push(("ZDOTDIR".to_owned(), self.dir.join("zsh").display().to_string()));
+                env.push((
+                    "ZDOTDIR".to_owned(),
+                    self.dir.join("zsh").display().to_string(),
+                ));
                 if !argv.iter().any(|a| a == "-i") {
                     argv.push("-i".to_owned());
                 }
@@ -201,7 +216,10 @@ mod tests {
             (&[b"133", b"D", b"42"], Some(Mark::CommandEnd(Some(42)))),
             (&[b"133", b"D"], Some(Mark::CommandEnd(None))),
             (&[b"133", b"D", b"x"], Some(Mark::CommandEnd(None))),
-            (&[b"7", b"file://h/tmp"], Some(Mark::Cwd("file://h/tmp".into()))),
+            (
+                &[b"7", b"file://h/tmp"],
+                Some(Mark::Cwd("file://h/tmp".into())),
+            ),
             (&[b"133", b"Z"], None),
             (&[b"8", b""], None),
         ];

@@ -14,12 +14,16 @@ use crate::waiting;
 impl From<Status> for SessionStatus {
     fn from(status: Status) -> SessionStatus {
         match status {
-            Status::Running => {
-                SessionStatus { state: "running".into(), exit_code: None, signal: None }
-            }
-            Status::Exited(ExitKind::Code(c)) => {
-                SessionStatus { state: "exited".into(), exit_code: Some(c), signal: None }
-            }
+            Status::Running => SessionStatus {
+                state: "running".into(),
+                exit_code: None,
+                signal: None,
+            },
+            Status::Exited(ExitKind::Code(c)) => SessionStatus {
+                state: "exited".into(),
+                exit_code: Some(c),
+                signal: None,
+            },
             Status::Exited(ExitKind::Signal(s)) => SessionStatus {
                 state: "exited".into(),
                 exit_code: None,

@@ -47,8 +47,15 @@ impl Pty {
         cols: u16,
         rows: u16,
     ) -> io::Result<Pty> {
-        let size = PtySize { rows, cols, pixel_width: 0, pixel_height: 0 };
-        let pair = native_pty_system().openpty(size).map_err(io::Error::other)?;
+        let size = PtySize {
+            rows,
+            cols,
+            pixel_width: 0,
+            pixel_height: 0,
+        };
+        let pair = native_pty_system()
+            .openpty(size)
+            .map_err(io::Error::other)?;
         let mut cmd = CommandBuilder::from_argv(argv.iter().map(Into::into).collect());
         cmd.env_clear();
         for (k, v) in env {
@@ -58,13 +65,24 @@ impl Pty {
         let child = pair.slave.spawn_command(cmd).map_err(io::Error::other)?;
         // Keep no copy of the slave, or the master never sees the hangup.
         drop(pair.slave);
-        let pid = child.process_id().ok_or_else(|| io::Error::other("spawned child has no pid"))?;
+        let pid = child
+            .process_id()
+            .ok_or_else(|| io::Error::other("spawned child has no pid"))?;
         let master = pair.master;
-        let raw = master.as_raw_fd().ok_or_else(|| io::Error::other("pty master has no fd"))?;
+        let raw = master
+            .as_raw_fd()
+            .ok_or_else(|| io::Error::other("pty master has no fd"))?;
         let io = async_fd(dup_nonblocking(raw)?)?;
         let pidfd = async_fd(pidfd_open(pid)?)?;
         let tty_path = master.tty_name().map(|p| p.display().to_string());
-        Ok(Pty { master: std::sync::Mutex::new(master), io, pidfd, pid, tty_path, _child: child })
+        Ok(Pty {
+            master: std::sync::Mutex::new(master),
+            io,
+            pidfd,
+            pid,
+            tty_path,
+            _child: child,
+        })
     }
 
     /// The child's pid.
@@ -79,7 +97,9 @@ impl Pty {
 
     /// The terminal's foreground process group (`tcgetpgrp` on the master).
     pub fn foreground_pgid(&self) -> Option<i32> {
-        nix::unistd::tcgetpgrp(self.io.get_ref()).ok().map(|p| p.as_raw())
+        nix::unistd::tcgetpgrp(self.io.get_ref())
+            .ok()
+            .map(|p| p.as_raw())
     }
 
     /// The terminal's current line discipline settings.
@@ -123,8 +143,16 @@ impl Pty {
 
     /// Resizes the terminal (the foreground program gets SIGWINCH).
     pub fn resize(&self, cols: u16, rows: u16) -> io::Result<()> {
-        let size = PtySize { rows, cols, pixel_width: 0, pixel_height: 0 };
-        let master = self.master.lock().map_err(|_| io::Error::other("pty master lock poisoned"))?;
+        let size = PtySize {
+            rows,
+            cols,
+            pixel_width: 0,
+            pixel_height: 0,
+        };
+        let master = self
+            .master
+            .lock()
+            .map_err(|_| io::Error::other("pty master lock poisoned"))?;
         master.resize(size).map_err(io::Error::other)
     }
 }
@@ -180,11 +208,19 @@ pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
 fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: buf is valid for writes of buf.len() bytes.
     let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 fn write_fd(fd: RawFd, data: &[u8]) -> io::Result<usize> {
     // SAFETY: data is valid for reads of data.len() bytes.
     let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }

@@ -29,7 +29,11 @@ pub fn session_processes(leader: i32) -> Vec<i32> {
     // Orphans reparented away from the tree but still in the shell's session.
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
                 continue;
             };
             if !found.contains(&pid) && stat_field(pid, 6) == Some(leader as i64) {
@@ -51,10 +55,15 @@ pub fn session_processes(leader: i32) -> Vec<i32> {
 /// Direct children of `pid`, from every thread's `children` list.
 fn children(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
     for task in tasks.flatten() {
         if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            out.extend(text.split_whitespace().filter_map(|s| s.parse::<i32>().ok()));
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|s| s.parse::<i32>().ok()),
+            );
         }
     }
     out
@@ -88,9 +97,11 @@ fn is_alive(pid: i32) -> bool {
 /// `grace`, SIGTERM, `TERM_GRACE`, SIGKILL; stopped processes are continued so they can die.
 /// Returns once none is alive (or `KILL_WAIT` after SIGKILL, which only a kernel bug exceeds).
 pub async fn terminate_session(leader: i32, grace: Duration) {
-    for (signal, wait) in
-        [(Signal::SIGHUP, grace), (Signal::SIGTERM, TERM_GRACE), (Signal::SIGKILL, KILL_WAIT)]
-    {
+    for (signal, wait) in [
+        (Signal::SIGHUP, grace),
+        (Signal::SIGTERM, TERM_GRACE),
+        (Signal::SIGKILL, KILL_WAIT),
+    ] {
         let victims = freeze_all(leader);
         if victims.is_empty() {
             return;
@@ -115,7 +126,11 @@ fn freeze_all(leader: i32) -> Vec<i32> {
     let mut frozen = BTreeSet::new();
     loop {
         let found = session_processes(leader);
-        let new: Vec<i32> = found.iter().copied().filter(|p| !frozen.contains(p)).collect();
+        let new: Vec<i32> = found
+            .iter()
+            .copied()
+            .filter(|p| !frozen.contains(p))
+            .collect();
         if new.is_empty() {
             return found;
         }

@@ -54,7 +54,13 @@ impl Registry {
     /// Registers a started session.
     pub fn insert(&self, owner: &str, handle: SessionHandle) {
         if let Some(n) = session_number(&handle.spec.id) {
-            self.sessions.insert(n, Entry { owner: owner.to_owned(), handle });
+            self.sessions.insert(
+                n,
+                Entry {
+                    owner: owner.to_owned(),
+                    handle,
+                },
+            );
         }
     }
 
@@ -76,7 +82,9 @@ impl Registry {
 
     /// Marks `id` as closing; false when another close already did.
     pub fn begin_close(&self, owner: &str, id: &str) -> bool {
-        let Some(n) = session_number(id) else { return false };
+        let Some(n) = session_number(id) else {
+            return false;
+        };
         match self.closing.entry(n) {
             dashmap::Entry::Occupied(_) => false,
             dashmap::Entry::Vacant(v) => {

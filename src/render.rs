@@ -49,7 +49,11 @@ pub fn with_meta(body: &str, placeholder: &str, meta: &[String], cap: usize) -> 
     let shown = if body.is_empty() { placeholder } else { body };
     let full = join(shown, meta);
     if full.len() <= cap {
-        return Capped { rendered: full, body: body.to_owned(), truncated: false };
+        return Capped {
+            rendered: full,
+            body: body.to_owned(),
+            truncated: false,
+        };
     }
     let mut meta_cut: Vec<String> = meta.to_vec();
     meta_cut.push(TRUNCATED_LINE.to_owned());
@@ -57,7 +61,11 @@ pub fn with_meta(body: &str, placeholder: &str, meta: &[String], cap: usize) -> 
     // One byte for the newline between body and metadata.
     if let Some(budget) = cap.checked_sub(meta_len + 1).filter(|b| *b > 0) {
         let kept = tail_fit(body, budget);
-        return Capped { rendered: join(kept, &meta_cut), body: kept.to_owned(), truncated: true };
+        return Capped {
+            rendered: join(kept, &meta_cut),
+            body: kept.to_owned(),
+            truncated: true,
+        };
     }
     // No room for any body: metadata only, dropping the truncation line first if needed.
     let mut rendered = meta_cut.join("\n");
@@ -65,7 +73,11 @@ pub fn with_meta(body: &str, placeholder: &str, meta: &[String], cap: usize) -> 
         rendered = meta.join("\n");
     }
     let rendered = head_fit(&rendered, cap).to_owned();
-    Capped { rendered, body: String::new(), truncated: true }
+    Capped {
+        rendered,
+        body: String::new(),
+        truncated: true,
+    }
 }
 
 /// Like `with_meta` for a page of lines: cuts at line boundaries where it can, so the first kept
@@ -98,7 +110,11 @@ pub fn lines_with_meta(
         used += add;
         first -= 1;
     }
-    let dropped = if first == lines.len() { lines.len().saturating_sub(1) } else { first };
+    let dropped = if first == lines.len() {
+        lines.len().saturating_sub(1)
+    } else {
+        first
+    };
     let kept_body = lines[dropped..].join("\n");
     let mut capped = with_meta(&kept_body, placeholder, &meta(dropped), cap);
     capped.truncated = true;
@@ -132,7 +148,11 @@ pub fn list(lines: &[String], empty: &str, cap: usize) -> String {
 
 /// Cuts a single-line message (Signal, Close, ...) to the cap, keeping its head.
 pub fn line(text: String, cap: usize) -> String {
-    if text.len() <= cap { text } else { head_fit(&text, cap).to_owned() }
+    if text.len() <= cap {
+        text
+    } else {
+        head_fit(&text, cap).to_owned()
+    }
 }
 
 fn join(body: &str, meta: &[String]) -> String {
@@ -154,13 +174,20 @@ mod tests {
     use super::*;
 
     fn meta() -> Vec<String> {
-        vec!["[wait: prompt]".into(), "[exit code: 0]".into(), "[session: running]".into()]
+        vec![
+            "[wait: prompt]".into(),
+            "[exit code: 0]".into(),
+            "[session: running]".into(),
+        ]
     }
 
     #[test]
     fn fits_untouched() {
         let c = with_meta("hi", "(no new output)", &meta(), 1000);
-        assert_eq!(c.rendered, "hi\n[wait: prompt]\n[exit code: 0]\n[session: running]");
+        assert_eq!(
+            c.rendered,
+            "hi\n[wait: prompt]\n[exit code: 0]\n[session: running]"
+        );
         assert!(!c.truncated);
         let c = with_meta("", "(no new output)", &meta(), 1000);
         assert!(c.rendered.starts_with("(no new output)\n"));
@@ -199,9 +226,15 @@ mod tests {
             let (c, dropped) = lines_with_meta(&lines, "(no retained output)", meta, cap);
             assert!(c.rendered.len() <= cap, "cap {cap}");
             assert!(c.body.ends_with("line 100"), "cap {cap}: {:?}", c.body);
-            assert!(c.rendered.contains(&format!("[lines: {}-100 of 100]", 1 + dropped)));
+            assert!(
+                c.rendered
+                    .contains(&format!("[lines: {}-100 of 100]", 1 + dropped))
+            );
             if dropped < 99 {
-                assert!(c.body.starts_with(&format!("line {}", dropped + 1)), "cap {cap}");
+                assert!(
+                    c.body.starts_with(&format!("line {}", dropped + 1)),
+                    "cap {cap}"
+                );
             }
         }
     }
@@ -212,6 +245,9 @@ mod tests {
         let out = list(&lines, "(none)", 64);
         assert!(out.len() <= 64);
         assert!(out.ends_with("t10 [shell] running"));
-        assert_eq!(list(&[], "(no terminal sessions)", 100), "(no terminal sessions)");
+        assert_eq!(
+            list(&[], "(no terminal sessions)", 100),
+            "(no terminal sessions)"
+        );
     }
 }

@@ -63,7 +63,10 @@ impl Recorder {
         let _ = row.write_formatted_basic(&mut self.row_buf, &mut self.capture);
         let (new_line, formatted) = match self.row_buf.strip_prefix('\n') {
             Some(rest) => (true, rest),
-            None => (self.history.total_lines() == 0 || self.tail_sealed, self.row_buf.as_str()),
+            None => (
+                self.history.total_lines() == 0 || self.tail_sealed,
+                self.row_buf.as_str(),
+            ),
         };
         self.plain_buf.clear();
         self.plain_buf.extend(basic_formatted_to_plain(formatted));
@@ -192,8 +195,10 @@ impl Terminal {
     pub fn visible_screen(&self) -> Vec<String> {
         let screen = self.parser.screen();
         let (_, cols) = screen.size();
-        let mut rows: Vec<String> =
-            screen.rows(0, cols.get()).map(|r| r.trim_end_matches(' ').to_owned()).collect();
+        let mut rows: Vec<String> = screen
+            .rows(0, cols.get())
+            .map(|r| r.trim_end_matches(' ').to_owned())
+            .collect();
         while rows.last().is_some_and(|r| r.is_empty()) {
             rows.pop();
         }
@@ -258,7 +263,10 @@ impl Terminal {
         let mut joining = false;
         for (r, text) in screen.rows(0, cols.get()).enumerate() {
             if joining {
-                lines.last_mut().expect("joining implies a line").push_str(&text);
+                lines
+                    .last_mut()
+                    .expect("joining implies a line")
+                    .push_str(&text);
             } else {
                 lines.push(text);
             }
@@ -276,7 +284,9 @@ impl Terminal {
 
     /// Resizes the screen.
     pub fn resize(&mut self, cols: u16, rows: u16) {
-        self.parser.screen_mut().set_size(nonzero(rows), nonzero(cols));
+        self.parser
+            .screen_mut()
+            .set_size(nonzero(rows), nonzero(cols));
     }
 
     /// Bytes of history text retained (for memory accounting).
@@ -294,15 +304,26 @@ fn cursor_position(screen: &vt100::Screen, rec: &Recorder) -> Position {
     let (_, cols) = screen.size();
     // Count logical line starts among screen rows 0..=row.
     for r in 0..=row {
-        let continues = if r == 0 { tail_wrapped } else { screen.row_wrapped(r - 1) };
+        let continues = if r == 0 {
+            tail_wrapped
+        } else {
+            screen.row_wrapped(r - 1)
+        };
         if continues {
             col += u32::from(cols.get());
         } else {
             line += 1;
-            col = if r == row { col % u32::from(cols.get()) } else { 0 };
+            col = if r == row {
+                col % u32::from(cols.get())
+            } else {
+                0
+            };
         }
     }
-    Position { line: line.max(1), col }
+    Position {
+        line: line.max(1),
+        col,
+    }
 }
 
 fn nonzero(n: u16) -> NonZeroU16 {
@@ -315,7 +336,10 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// Length of the longest proper prefix of `needle` that ends `haystack`.
 fn partial_suffix(haystack: &[u8], needle: &[u8]) -> usize {
-    (1..needle.len()).rev().find(|&k| haystack.ends_with(&needle[..k])).unwrap_or(0)
+    (1..needle.len())
+        .rev()
+        .find(|&k| haystack.ends_with(&needle[..k]))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -333,7 +357,10 @@ mod tests {
     #[test]
     fn emulation_cases() {
         let cases: &[(&[u8], &[&str])] = &[
-            (b"Downloading 10%\rDownloading 100%\r\n", &["Downloading 100%"]),
+            (
+                b"Downloading 10%\rDownloading 100%\r\n",
+                &["Downloading 100%"],
+            ),
             (b"abc\x08\x08X\r\n", &["aXc"]),
             (b"hello\r\x1b[Kbye\r\n", &["bye"]),
             (b"abcdef\x1b[3DXY\r\n", &["abcXYf"]),
@@ -341,14 +368,25 @@ mod tests {
                 b"line1 ....\r\nline2 ....\r\n\x1b[2A\rline1 DONE\r\n\r\n",
                 &["line1 DONE", "line2 ...."],
             ),
-            (b"\x1b[31mred\x1b[0m \x1b[32mgreen\x1b[0m\r\n", &["red green"]),
+            (
+                b"\x1b[31mred\x1b[0m \x1b[32mgreen\x1b[0m\r\n",
+                &["red green"],
+            ),
             ("日本語abc\r\n👍ok\r\n".as_bytes(), &["日本語abc", "👍ok"]),
-            (b"before\r\n\x1b[?1049hfull screen\x1b[?1049lafter\r\n", &["before", "after"]),
+            (
+                b"before\r\n\x1b[?1049hfull screen\x1b[?1049lafter\r\n",
+                &["before", "after"],
+            ),
         ];
         for (input, want) in cases {
             let mut t = term();
             t.feed(input);
-            assert_eq!(all_lines(&t), *want, "input {:?}", String::from_utf8_lossy(input));
+            assert_eq!(
+                all_lines(&t),
+                *want,
+                "input {:?}",
+                String::from_utf8_lossy(input)
+            );
         }
     }
 

@@ -32,14 +32,18 @@ pub fn default_socket_path() -> PathBuf {
 /// Binds the daemon's socket at `path`: creates the directory 0700, refuses when a live daemon
 /// answers there, replaces a stale socket file, and sets the socket to 0600.
 pub fn bind(path: &Path) -> Result<UnixListener> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(Error::io(format!("creating socket directory {}", dir.display())))?;
-        }
+    if let Some(dir) = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.exists())
+    {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(Error::io(format!(
+                "creating socket directory {}",
+                dir.display()
+            )))?;
     }
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
@@ -48,14 +52,19 @@ pub fn bind(path: &Path) -> Result<UnixListener> {
                 path.display()
             )));
         }
-        std::fs::remove_file(path)
-            .map_err(Error::io(format!("removing stale socket {}", path.display())))?;
+        std::fs::remove_file(path).map_err(Error::io(format!(
+            "removing stale socket {}",
+            path.display()
+        )))?;
     }
     let std_listener = std::os::unix::net::UnixListener::bind(path)
         .map_err(Error::io(format!("binding {}", path.display())))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(Error::io(format!("setting permissions of {}", path.display())))?;
-    std_listener.set_nonblocking(true).map_err(Error::io("making the socket non-blocking"))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(Error::io(
+        format!("setting permissions of {}", path.display()),
+    ))?;
+    std_listener
+        .set_nonblocking(true)
+        .map_err(Error::io("making the socket non-blocking"))?;
     UnixListener::from_std(std_listener).map_err(Error::io("registering the socket"))
 }
 
@@ -71,8 +80,12 @@ pub fn activated_listener() -> Result<Option<UnixListener>> {
     }
     // SAFETY: systemd passes the listening socket as fd 3 and nobody else owns it.
     let std_listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(3) };
-    std_listener.set_nonblocking(true).map_err(Error::io("making the activated socket non-blocking"))?;
-    UnixListener::from_std(std_listener).map(Some).map_err(Error::io("registering the activated socket"))
+    std_listener
+        .set_nonblocking(true)
+        .map_err(Error::io("making the activated socket non-blocking"))?;
+    UnixListener::from_std(std_listener)
+        .map(Some)
+        .map_err(Error::io("registering the activated socket"))
 }
 
 /// Serves ptyd on `listener` until `shutdown` resolves, then closes every session (process trees
@@ -92,7 +105,9 @@ pub async fn serve(
     let terminals = Terminals::new(Arc::new(Registry::default()), config.clone(), integration);
 
     let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<pb::terminals_server::TerminalsServer<Terminals>>().await;
+    health
+        .set_serving::<pb::terminals_server::TerminalsServer<Terminals>>()
+        .await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -116,7 +131,9 @@ pub async fn serve(
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(pb::terminals_server::TerminalsServer::new(terminals.clone()))
+        .add_service(pb::terminals_server::TerminalsServer::new(
+            terminals.clone(),
+        ))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     tracing::info!("shutting down: closing every session");

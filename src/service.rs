@@ -70,8 +70,16 @@ fn finish<T>(rpc: &str, agent: &str, id: &str, result: Result<T>) -> RpcResult<T
 
 impl Terminals {
     /// A service over `registry` with `config`, using the wrappers in `integration`.
-    pub fn new(registry: Arc<Registry>, config: Arc<Config>, integration: IntegrationFiles) -> Self {
-        Terminals { registry, config, integration: Arc::new(integration) }
+    pub fn new(
+        registry: Arc<Registry>,
+        config: Arc<Config>,
+        integration: IntegrationFiles,
+    ) -> Self {
+        Terminals {
+            registry,
+            config,
+            integration: Arc::new(integration),
+        }
     }
 
     fn session(&self, agent: &str, id: &str) -> Result<SessionHandle> {
@@ -83,12 +91,19 @@ impl Terminals {
     async fn open(&self, req: pb::OpenRequest) -> Result<pb::OpenResponse> {
         validate::agent_id(&req.agent_id)?;
         let cap = validate::max_result_bytes(req.max_result_bytes)?;
-        let cols = validate::ranged("cols", req.cols, u32::from(self.config.cols), 20, 1000)? as u16;
+        let cols =
+            validate::ranged("cols", req.cols, u32::from(self.config.cols), 20, 1000)? as u16;
         let rows = validate::ranged("rows", req.rows, u32::from(self.config.rows), 5, 1000)? as u16;
         if req.name.len() > 128 || req.name.chars().any(char::is_control) {
-            return Err(Error::invalid("name must be at most 128 bytes without control characters"));
+            return Err(Error::invalid(
+                "name must be at most 128 bytes without control characters",
+            ));
         }
-        let type_name = if req.r#type.is_empty() { "shell" } else { req.r#type.as_str() };
+        let type_name = if req.r#type.is_empty() {
+            "shell"
+        } else {
+            req.r#type.as_str()
+        };
         let ty = self.config.find_type(type_name).ok_or_else(|| {
             Error::invalid(format!(
                 "type {type_name:?} is not registered; known types: {}",
@@ -132,7 +147,11 @@ impl Terminals {
             return Err(Error::FailedPrecondition(format!(
                 "type {:?} exited during startup: {}",
                 ty.name,
-                if detail.is_empty() { "(no output)" } else { &detail }
+                if detail.is_empty() {
+                    "(no output)"
+                } else {
+                    &detail
+                }
             )));
         }
         self.registry.insert(&req.agent_id, handle.clone());
@@ -145,9 +164,18 @@ impl Terminals {
         let budget = cap.saturating_sub(header.len() + 1);
         let motd = render::tail_fit(&ready.motd, budget).to_owned();
         let motd_truncated = motd.len() < ready.motd.len();
-        let body = if ready.motd.is_empty() { "(no startup output)" } else { motd.as_str() };
+        let body = if ready.motd.is_empty() {
+            "(no startup output)"
+        } else {
+            motd.as_str()
+        };
         let rendered = render::line(format!("{header}\n{body}"), cap);
-        Ok(pb::OpenResponse { session: Some(self.info(&handle)), motd, motd_truncated, rendered })
+        Ok(pb::OpenResponse {
+            session: Some(self.info(&handle)),
+            motd,
+            motd_truncated,
+            rendered,
+        })
     }
 
     /// Resolves a requested cwd against the workspace root.
@@ -177,10 +205,13 @@ impl Terminals {
     ) -> Vec<(String, String)> {
         let mut env: Vec<(String, String)> = std::env::vars()
             .filter(|(k, _)| {
-                self.config.env_allowlist.iter().any(|allowed| match allowed.strip_suffix('*') {
-                    Some(prefix) => k.starts_with(prefix),
-                    None => k == allowed,
-                })
+                self.config
+                    .env_allowlist
+                    .iter()
+                    .any(|allowed| match allowed.strip_suffix('*') {
+                        Some(prefix) => k.starts_with(prefix),
+                        None => k == allowed,
+                    })
             })
             .collect();
         let mut set = |k: &str, v: &str| {
@@ -213,15 +244,17 @@ impl Terminals {
         let outcome = handle.send(input).await?;
         Ok(pb::SendResponse {
             rendered: outcome.rendered.clone(),
-            result: Some(pb::send_response::Result::Foreground(pb::ForegroundResult {
-                viewport: outcome.viewport,
-                wait_reason: pb::WaitReason::from(outcome.reason) as i32,
-                session_status: Some(outcome.status.into()),
-                truncated: outcome.truncated,
-                exit_code: outcome.exit_code,
-                cwd: outcome.cwd,
-                elapsed_ms: outcome.elapsed.as_millis() as u64,
-            })),
+            result: Some(pb::send_response::Result::Foreground(
+                pb::ForegroundResult {
+                    viewport: outcome.viewport,
+                    wait_reason: pb::WaitReason::from(outcome.reason) as i32,
+                    session_status: Some(outcome.status.into()),
+                    truncated: outcome.truncated,
+                    exit_code: outcome.exit_code,
+                    cwd: outcome.cwd,
+                    elapsed_ms: outcome.elapsed.as_millis() as u64,
+                },
+            )),
         })
     }
 
@@ -281,7 +314,10 @@ impl Terminals {
         Ok(pb::SignalResponse {
             delivered: true,
             target_pgid: pgid,
-            rendered: format!("delivered {} to foreground process group {pgid}", signal.as_str()),
+            rendered: format!(
+                "delivered {} to foreground process group {pgid}",
+                signal.as_str()
+            ),
         })
     }
 
@@ -312,11 +348,18 @@ impl Terminals {
 
     fn list(&self, req: pb::ListRequest) -> Result<pb::ListResponse> {
         validate::agent_id(&req.agent_id)?;
-        let sessions: Vec<pb::SessionInfo> =
-            self.registry.list(&req.agent_id).iter().map(|h| self.info(h)).collect();
+        let sessions: Vec<pb::SessionInfo> = self
+            .registry
+            .list(&req.agent_id)
+            .iter()
+            .map(|h| self.info(h))
+            .collect();
         let lines: Vec<String> = sessions.iter().map(list_line).collect();
-        let rendered =
-            render::list(&lines, "(no terminal sessions)", validate::DEFAULT_MAX_RESULT_BYTES);
+        let rendered = render::list(
+            &lines,
+            "(no terminal sessions)",
+            validate::DEFAULT_MAX_RESULT_BYTES,
+        );
         Ok(pb::ListResponse { sessions, rendered })
     }
 
@@ -334,9 +377,21 @@ impl Terminals {
             .collect();
         let lines: Vec<String> = types
             .iter()
-            .map(|t| format!("{} [{}] {}: {}", t.name, t.integration, t.argv.join(" "), t.description))
+            .map(|t| {
+                format!(
+                    "{} [{}] {}: {}",
+                    t.name,
+                    t.integration,
+                    t.argv.join(" "),
+                    t.description
+                )
+            })
             .collect();
-        let rendered = render::list(&lines, "(no terminal types)", validate::DEFAULT_MAX_RESULT_BYTES);
+        let rendered = render::list(
+            &lines,
+            "(no terminal types)",
+            validate::DEFAULT_MAX_RESULT_BYTES,
+        );
         pb::TypesResponse { types, rendered }
     }
 
@@ -385,7 +440,11 @@ impl Terminals {
 
 /// "t1 (main) [shell] running pid=4242".
 fn list_line(s: &pb::SessionInfo) -> String {
-    let name = if s.name.is_empty() { String::new() } else { format!(" ({})", s.name) };
+    let name = if s.name.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", s.name)
+    };
     let status = match &s.status {
         Some(st) if st.state == "exited" => format!(
             "exited code={} signal={}",
@@ -394,7 +453,10 @@ fn list_line(s: &pb::SessionInfo) -> String {
         ),
         _ => "running".to_owned(),
     };
-    format!("{}{name} [{}] {status} pid={}", s.session_id, s.r#type, s.pid)
+    format!(
+        "{}{name} [{}] {status} pid={}",
+        s.session_id, s.r#type, s.pid
+    )
 }
 
 /// Validates a send request into what the session writes and how it waits.
@@ -424,7 +486,11 @@ impl pb::terminals_server::Terminals for Terminals {
         let req = request.into_inner();
         let agent = req.agent_id.clone();
         let result = self.open(req).await;
-        let id = result.as_ref().ok().and_then(|r| r.session.as_ref()).map(|s| s.session_id.clone());
+        let id = result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.session.as_ref())
+            .map(|s| s.session_id.clone());
         finish("Open", &agent, id.as_deref().unwrap_or(""), result)
     }
 
@@ -442,7 +508,9 @@ impl pb::terminals_server::Terminals for Terminals {
     ) -> RpcResult<Self::SendStreamStream> {
         let req = request.into_inner();
         let result = self.session(&req.agent_id, &req.session_id).and_then(|_| {
-            Err(Error::Unimplemented("SendStream is not available in this build yet".into()))
+            Err(Error::Unimplemented(
+                "SendStream is not available in this build yet".into(),
+            ))
         });
         finish("SendStream", &req.agent_id, &req.session_id, result)
     }
@@ -455,7 +523,12 @@ impl pb::terminals_server::Terminals for Terminals {
 
     async fn signal(&self, request: Request<pb::SignalRequest>) -> RpcResult<pb::SignalResponse> {
         let req = request.into_inner();
-        finish("Signal", &req.agent_id, &req.session_id, self.signal(req.clone()))
+        finish(
+            "Signal",
+            &req.agent_id,
+            &req.session_id,
+            self.signal(req.clone()),
+        )
     }
 
     async fn close(&self, request: Request<pb::CloseRequest>) -> RpcResult<pb::CloseResponse> {
@@ -474,7 +547,9 @@ impl pb::terminals_server::Terminals for Terminals {
     async fn watch(&self, request: Request<pb::WatchRequest>) -> RpcResult<Self::WatchStream> {
         let req = request.into_inner();
         let result = self.session(&req.agent_id, &req.session_id).and_then(|_| {
-            Err(Error::Unimplemented("Watch is not available in this build yet".into()))
+            Err(Error::Unimplemented(
+                "Watch is not available in this build yet".into(),
+            ))
         });
         finish("Watch", &req.agent_id, &req.session_id, result)
     }
@@ -490,7 +565,10 @@ impl pb::terminals_server::Terminals for Terminals {
         finish("JobOutput", &req.agent_id, &req.job_id, result)
     }
 
-    async fn job_kill(&self, request: Request<pb::JobKillRequest>) -> RpcResult<pb::JobKillResponse> {
+    async fn job_kill(
+        &self,
+        request: Request<pb::JobKillRequest>,
+    ) -> RpcResult<pb::JobKillResponse> {
         let req = request.into_inner();
         let result = validate::agent_id(&req.agent_id)
             .and_then(|_| validate::required_id("job_id", &req.job_id))

@@ -179,13 +179,14 @@ pub struct SessionHandle {
 impl SessionHandle {
     /// Spawns the program and its actor. Fails when the program cannot be started.
     pub fn start(spec: SessionSpec) -> Result<SessionHandle> {
-        let pty = Pty::spawn(&spec.argv, &spec.env, &spec.cwd, spec.cols, spec.rows).map_err(|e| {
-            Error::FailedPrecondition(format!(
-                "type {:?} could not be started ({}): {e}",
-                spec.type_name,
-                spec.argv.first().map(String::as_str).unwrap_or("")
-            ))
-        })?;
+        let pty =
+            Pty::spawn(&spec.argv, &spec.env, &spec.cwd, spec.cols, spec.rows).map_err(|e| {
+                Error::FailedPrecondition(format!(
+                    "type {:?} could not be started ({}): {e}",
+                    spec.type_name,
+                    spec.argv.first().map(String::as_str).unwrap_or("")
+                ))
+            })?;
         let pid = pty.pid();
         let terminal = Terminal::new(spec.cols, spec.rows, spec.history_lines, spec.history_bytes);
         let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
@@ -355,7 +356,10 @@ impl Actor {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        let startup = (!self.ready).then_some(self.startup_deadline.min(self.last_output + self.spec.startup_idle));
+        let startup = (!self.ready).then_some(
+            self.startup_deadline
+                .min(self.last_output + self.spec.startup_idle),
+        );
         let send = self.active.as_ref().map(|a| {
             let d = self.deadlines(a);
             d.timeout.min(d.idle)
@@ -367,7 +371,10 @@ impl Actor {
     }
 
     fn deadlines(&self, a: &ActiveSend) -> Deadlines {
-        Deadlines { timeout: a.started + a.input.timeout, idle: a.last_activity + a.input.idle }
+        Deadlines {
+            timeout: a.started + a.input.timeout,
+            idle: a.last_activity + a.input.idle,
+        }
     }
 
     fn on_output(&mut self, bytes: &[u8]) {
@@ -398,7 +405,9 @@ impl Actor {
                 self.shell_at_prompt = true;
                 match self.active.as_mut().filter(|a| a.written > 0) {
                     Some(a) => a.command_end = Some((exit_code, at)),
-                    None if had_command => self.unreported = Some(UnreportedEnd { exit_code, end: at }),
+                    None if had_command => {
+                        self.unreported = Some(UnreportedEnd { exit_code, end: at })
+                    }
                     None => {}
                 }
             }
@@ -418,7 +427,9 @@ impl Actor {
     }
 
     fn on_written(&mut self, written: std::io::Result<usize>) {
-        let Some(a) = self.active.as_mut() else { return };
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
         match written {
             Ok(n) => {
                 a.written += n;
@@ -476,7 +487,10 @@ impl Actor {
             reply,
             started: now,
             written: 0,
-            anchor: Position { line: self.last_seen.line.max(1), col: 0 },
+            anchor: Position {
+                line: self.last_seen.line.max(1),
+                col: 0,
+            },
             command_start: None,
             command_end: None,
             last_activity: now,
@@ -503,7 +517,9 @@ impl Actor {
         {
             self.become_ready();
         }
-        let Some(a) = self.active.as_ref() else { return };
+        let Some(a) = self.active.as_ref() else {
+            return;
+        };
         let observed = Observed {
             exited: self.exit.is_some(),
             prompt_returned: a.command_end.is_some(),
@@ -534,7 +550,11 @@ impl Actor {
             self.terminal.visible_screen()
         } else {
             let start = a.command_start.unwrap_or(a.anchor);
-            let last = if end.col == 0 && end.line > start.line { end.line - 1 } else { end.line };
+            let last = if end.col == 0 && end.line > start.line {
+                end.line - 1
+            } else {
+                end.line
+            };
             let mut lines = self.terminal.lines(start.line, last);
             while lines.last().is_some_and(|l| l.is_empty()) {
                 lines.pop();
@@ -548,8 +568,12 @@ impl Actor {
             meta.push(format!("[exit code: {code}]"));
         }
         meta.push(format!("[session: {}]", status_text(status)));
-        let capped =
-            render::with_meta(&lines.join("\n"), "(no new output)", &meta, a.input.max_result_bytes);
+        let capped = render::with_meta(
+            &lines.join("\n"),
+            "(no new output)",
+            &meta,
+            a.input.max_result_bytes,
+        );
         SendOutcome {
             viewport: capped.body,
             reason,
@@ -568,7 +592,8 @@ impl Actor {
         if q.screen {
             let lines = self.terminal.visible_screen();
             let meta = |_| vec![format!("[screen: {} rows of {} lines]", lines.len(), total)];
-            let (capped, _) = render::lines_with_meta(&lines, "(empty screen)", meta, q.max_result_bytes);
+            let (capped, _) =
+                render::lines_with_meta(&lines, "(empty screen)", meta, q.max_result_bytes);
             return ReadOutcome {
                 text: capped.body,
                 total_lines: total,
@@ -586,7 +611,11 @@ impl Actor {
                 (first.max(end.saturating_sub(q.count - 1)).max(1), end)
             }
         };
-        let lines = if begin <= end && end >= 1 { self.terminal.lines(begin, end) } else { Vec::new() };
+        let lines = if begin <= end && end >= 1 {
+            self.terminal.lines(begin, end)
+        } else {
+            Vec::new()
+        };
         if lines.is_empty() {
             let meta = vec![format!("[lines: none of {total}]")];
             let capped = render::with_meta("", "(no retained output)", &meta, q.max_result_bytes);
@@ -597,7 +626,12 @@ impl Actor {
                 ..ReadOutcome::default()
             };
         }
-        let meta = |dropped: usize| vec![format!("[lines: {}-{end} of {total}]", begin + dropped as u64)];
+        let meta = |dropped: usize| {
+            vec![format!(
+                "[lines: {}-{end} of {total}]",
+                begin + dropped as u64
+            )]
+        };
         let (capped, dropped) =
             render::lines_with_meta(&lines, "(no retained output)", meta, q.max_result_bytes);
         ReadOutcome {
@@ -632,7 +666,9 @@ impl Actor {
         while lines.last().is_some_and(|l| l.is_empty()) {
             lines.pop();
         }
-        Ready { motd: lines.join("\n") }
+        Ready {
+            motd: lines.join("\n"),
+        }
     }
 
     fn status(&self) -> Status {
@@ -705,5 +741,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 /// Milliseconds since the Unix epoch.
 pub fn unix_ms(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }

@@ -21,10 +21,15 @@ pub fn agent_id(id: &str) -> Result<()> {
         return Err(Error::invalid("agent_id is required (1 to 128 bytes)"));
     }
     if id.len() > 128 {
-        return Err(Error::invalid(format!("agent_id is {} bytes; at most 128 are allowed", id.len())));
+        return Err(Error::invalid(format!(
+            "agent_id is {} bytes; at most 128 are allowed",
+            id.len()
+        )));
     }
     if id.chars().any(char::is_control) {
-        return Err(Error::invalid("agent_id must not contain control characters"));
+        return Err(Error::invalid(
+            "agent_id must not contain control characters",
+        ));
     }
     Ok(())
 }
@@ -43,15 +48,23 @@ pub fn ranged(field: &str, value: u32, default: u32, min: u32, max: u32) -> Resu
         return Ok(default);
     }
     if value < min || value > max {
-        return Err(Error::invalid(format!("{field} must be between {min} and {max}, got {value}")));
+        return Err(Error::invalid(format!(
+            "{field} must be between {min} and {max}, got {value}"
+        )));
     }
     Ok(value)
 }
 
 /// `max_result_bytes`, defaulted.
 pub fn max_result_bytes(value: u32) -> Result<usize> {
-    ranged("max_result_bytes", value, DEFAULT_MAX_RESULT_BYTES as u32, MIN_RESULT_BYTES, MAX_RESULT_BYTES)
-        .map(|v| v as usize)
+    ranged(
+        "max_result_bytes",
+        value,
+        DEFAULT_MAX_RESULT_BYTES as u32,
+        MIN_RESULT_BYTES,
+        MAX_RESULT_BYTES,
+    )
+    .map(|v| v as usize)
 }
 
 /// Parses a signal name: one of INT, TERM, KILL, TSTP, HUP, with optional `SIG` prefix, any case.
@@ -140,7 +153,11 @@ pub fn text(text: &str) -> Result<()> {
 
 /// The longest line (between `\r`/`\n`) in `bytes`.
 pub fn longest_line(bytes: &[u8]) -> usize {
-    bytes.split(|b| *b == b'\n' || *b == b'\r').map(<[u8]>::len).max().unwrap_or(0)
+    bytes
+        .split(|b| *b == b'\n' || *b == b'\r')
+        .map(<[u8]>::len)
+        .max()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -160,14 +177,24 @@ mod tests {
         assert_eq!(key_bytes("C-c").unwrap(), vec![3]);
         assert_eq!(key_bytes("Enter").unwrap(), b"\r".to_vec());
         assert_eq!(key_bytes("F12").unwrap(), b"\x1b[24~".to_vec());
-        assert!(key_bytes("C-1").unwrap_err().to_string().starts_with("keys"));
+        assert!(
+            key_bytes("C-1")
+                .unwrap_err()
+                .to_string()
+                .starts_with("keys")
+        );
         assert!(key_bytes("Bogus").is_err());
     }
 
     #[test]
     fn ranges() {
         assert_eq!(ranged("cols", 0, 120, 20, 1000).unwrap(), 120);
-        assert!(ranged("cols", 19, 120, 20, 1000).unwrap_err().to_string().contains("cols"));
+        assert!(
+            ranged("cols", 19, 120, 20, 1000)
+                .unwrap_err()
+                .to_string()
+                .contains("cols")
+        );
         assert!(max_result_bytes(63).is_err());
         assert_eq!(max_result_bytes(64).unwrap(), 64);
     }

@@ -87,17 +87,62 @@ mod tests {
     fn stronger_evidence_wins() {
         let now = Instant::now();
         let later = now + Duration::from_secs(1);
-        let passed = Deadlines { timeout: now, idle: now };
-        let pending = Deadlines { timeout: later, idle: later };
-        let base = Observed { input_written: true, ..Observed::default() };
+        let passed = Deadlines {
+            timeout: now,
+            idle: now,
+        };
+        let pending = Deadlines {
+            timeout: later,
+            idle: later,
+        };
+        let base = Observed {
+            input_written: true,
+            ..Observed::default()
+        };
         let cases = [
-            (Observed { exited: true, prompt_returned: true, ..base }, passed, Some(WaitReason::SessionExit)),
-            (Observed { prompt_returned: true, ..base }, passed, Some(WaitReason::Prompt)),
-            (Observed { stdin_blocked: true, ..base }, passed, Some(WaitReason::StdinRead)),
+            (
+                Observed {
+                    exited: true,
+                    prompt_returned: true,
+                    ..base
+                },
+                passed,
+                Some(WaitReason::SessionExit),
+            ),
+            (
+                Observed {
+                    prompt_returned: true,
+                    ..base
+                },
+                passed,
+                Some(WaitReason::Prompt),
+            ),
+            (
+                Observed {
+                    stdin_blocked: true,
+                    ..base
+                },
+                passed,
+                Some(WaitReason::StdinRead),
+            ),
             (base, passed, Some(WaitReason::Timeout)),
-            (base, Deadlines { timeout: later, idle: now }, Some(WaitReason::InferredIdle)),
+            (
+                base,
+                Deadlines {
+                    timeout: later,
+                    idle: now,
+                },
+                Some(WaitReason::InferredIdle),
+            ),
             (base, pending, None),
-            (Observed::default(), Deadlines { timeout: later, idle: now }, None),
+            (
+                Observed::default(),
+                Deadlines {
+                    timeout: later,
+                    idle: now,
+                },
+                None,
+            ),
         ];
         for (observed, deadlines, want) in cases {
             assert_eq!(decide(&observed, &deadlines, now), want, "{observed:?}");
