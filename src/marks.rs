@@ -241,3 +241,141 @@ mod tests {
         assert!(dir.path().join("ptyd.bash").exists());
     }
 }
+
+/// Picks the bytes of a command's output region (between the C and D marks) out of a raw PTY
+/// stream, across chunk boundaries. Used for `SendStream` on integrated shells.
+#[derive(Debug, Default)]
+pub struct RegionScanner {
+    /// Inside a command's output (after C, before D).
+    inside: bool,
+    /// Bytes held back because they may start a mark that the next chunk completes.
+    held: Vec<u8>,
+}
+
+/// Longest OSC 133 sequence worth holding back; anything longer is not a mark.
+const MAX_MARK_LEN: usize = 64;
+
+impl RegionScanner {
+    /// Appends to `out` the bytes of `chunk` that lie inside a command's output region.
+    pub fn scan(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
+        let mut data = std::mem::take(&mut self.held);
+        data.extend_from_slice(chunk);
+        let mut i = 0;
+        while i < data.len() {
+            let Some(esc) = data[i..].iter().position(|b| *b == 0x1b).map(|p| p + i) else {
+                self.emit(&data[i..], out);
+                return;
+            };
+            self.emit(&data[i..esc], out);
+            let rest = &data[esc..];
+            const PREFIX: &[u8] = b"\x1b]133;";
+            if rest.len() < PREFIX.len() && PREFIX.starts_with(rest) {
+                self.held = rest.to_vec();
+                return;
+            }
+            if !rest.starts_with(PREFIX) {
+                self.emit(&rest[..1], out);
+                i = esc + 1;
+                continue;
+            }
+            let Some(end) = osc_end(rest) else {
+                if rest.len() < MAX_MARK_LEN {
+                    self.held = rest.to_vec();
+                    return;
+                }
+                self.emit(&rest[..1], out);
+                i = esc + 1;
+                continue;
+            };
+            match rest.get(PREFIX.len()) {
+                Some(b'C') => self.inside = true,
+                Some(b'D') => self.inside = false,
+                _ => {}
+            }
+            i = esc + end;
+        }
+    }
+
+    fn emit(&self, bytes: &[u8], out: &mut Vec<u8>) {
+        if self.inside {
+            out.extend_from_slice(bytes);
+        }
+    }
+}
+
+/// Length of the OSC sequence at the start of `s` including its terminator (BEL or ESC \).
+fn osc_end(s: &[u8]) -> Option<usize> {
+    let limit = s.len().min(MAX_MARK_LEN);
+    (2..limit).find_map(|i| match s[i] {
+        0x07 => Some(i + 1),
+        0x1b if s.get(i + 1) == Some(&b'\\') => Some(i + 2),
+        _ => None,
+    })
+}
+
+/// Splits a byte stream only at UTF-8 character boundaries, holding back an incomplete trailing
+/// character until the next chunk completes it.
+#[derive(Debug, Default)]
+pub struct Utf8Splitter {
+    carry: Vec<u8>,
+}
+
+impl Utf8Splitter {
+    /// The complete part of `carry + chunk`; an incomplete character at the end is kept.
+    pub fn split(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let mut data = std::mem::take(&mut self.carry);
+        data.extend_from_slice(chunk);
+        let keep = incomplete_suffix(&data);
+        self.carry = data.split_off(data.len() - keep);
+        data
+    }
+}
+
+/// Length of an incomplete UTF-8 sequence at the end of `data` (0 to 3).
+fn incomplete_suffix(data: &[u8]) -> usize {
+    for back in 1..=3.min(data.len()) {
+        let b = data[data.len() - back];
+        if b & 0xC0 == 0x80 {
+            continue; // continuation byte: look further back for the lead byte
+        }
+        let need = match b {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => return 0,
+        };
+        return if need > back { back } else { 0 };
+    }
+    0
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    #[test]
+    fn region_is_between_c_and_d_across_chunks() {
+        let stream: &[u8] =
+            b"$ echo hi\r\n\x1b]133;C\x07\x1b[31mhi\x1b[0m\r\n\x1b]133;D;0\x07\x1b]133;A\x07$ ";
+        let want: &[u8] = b"\x1b[31mhi\x1b[0m\r\n";
+        for split in 0..stream.len() {
+            let mut scanner = RegionScanner::default();
+            let mut out = Vec::new();
+            scanner.scan(&stream[..split], &mut out);
+            scanner.scan(&stream[split..], &mut out);
+            assert_eq!(out, want, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn utf8_chunks_end_on_character_boundaries() {
+        let text = "日本😀a".as_bytes();
+        for split in 0..text.len() {
+            let mut s = Utf8Splitter::default();
+            let a = s.split(&text[..split]);
+            let b = s.split(&text[split..]);
+            assert!(std::str::from_utf8(&a).is_ok(), "split {split}");
+            assert_eq!([a, b].concat(), text);
+        }
+    }
+}

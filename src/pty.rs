@@ -34,6 +34,8 @@ pub struct Pty {
     pid: u32,
     /// Path of the slave device, to recognise reads on it in /proc.
     tty_path: Option<String>,
+    /// A non-controlling handle on the slave, only to ask how much input waits unread.
+    slave_probe: Option<OwnedFd>,
     /// Kept so the child is not reaped behind our back; we reap with waitpid ourselves.
     _child: Box<dyn portable_pty::Child + Send + Sync>,
 }
@@ -75,12 +77,14 @@ impl Pty {
         let io = async_fd(dup_nonblocking(raw)?)?;
         let pidfd = async_fd(pidfd_open(pid)?)?;
         let tty_path = master.tty_name().map(|p| p.display().to_string());
+        let slave_probe = tty_path.as_deref().and_then(open_slave_probe);
         Ok(Pty {
             master: std::sync::Mutex::new(master),
             io,
             pidfd,
             pid,
             tty_path,
+            slave_probe,
             _child: child,
         })
     }
@@ -119,6 +123,28 @@ impl Pty {
         }
     }
 
+    /// Reads output that is already there without waiting: `Ok(None)` when there is none.
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        match read_fd(self.io.get_ref().as_raw_fd(), buf) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::EIO) => Ok(Some(0)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// True when input written to the terminal waits unread by the program (in line mode only
+    /// complete lines count), so a program that looks blocked on the terminal is about to wake.
+    pub fn input_pending(&self) -> bool {
+        let Some(fd) = &self.slave_probe else {
+            return false;
+        };
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer.
+        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
+        rc == 0 && n > 0
+    }
+
     /// Writes as much of `data` as the PTY accepts now, waiting for room when it accepts none.
     pub async fn write_some(&self, data: &[u8]) -> io::Result<usize> {
         loop {
@@ -155,6 +181,19 @@ impl Pty {
             .map_err(|_| io::Error::other("pty master lock poisoned"))?;
         master.resize(size).map_err(io::Error::other)
     }
+}
+
+fn open_slave_probe(path: &str) -> Option<OwnedFd> {
+    let c_path = std::ffi::CString::new(path).ok()?;
+    // SAFETY: open with a valid C string; O_NOCTTY keeps the daemon from acquiring it.
+    let fd = unsafe {
+        libc::open(
+            c_path.as_ptr(),
+            libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    // SAFETY: a new descriptor owned by us.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Reaps `pid` if it has exited.

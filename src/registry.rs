@@ -15,10 +15,21 @@ pub struct Entry {
     pub handle: SessionHandle,
 }
 
-/// All live sessions of the daemon.
+/// A background job: which agent owns it and which session runs it.
+#[derive(Clone)]
+pub struct JobEntry {
+    /// The agent that started it.
+    pub owner: String,
+    /// The session it runs in.
+    pub handle: SessionHandle,
+}
+
+/// All live sessions and retained jobs of the daemon.
 #[derive(Default)]
 pub struct Registry {
     sessions: DashMap<u64, Entry>,
+    jobs: DashMap<u64, JobEntry>,
+    next_job: AtomicU64,
     /// Sessions being closed right now (so a second Close answers ALREADY_CLOSING).
     closing: DashMap<u64, String>,
     next_session: AtomicU64,
@@ -27,6 +38,11 @@ pub struct Registry {
 /// Parses "t12" into 12.
 fn session_number(id: &str) -> Option<u64> {
     id.strip_prefix('t')?.parse().ok().filter(|n| *n > 0)
+}
+
+/// Parses "j12" into 12.
+fn job_number(id: &str) -> Option<u64> {
+    id.strip_prefix('j')?.parse().ok().filter(|n| *n > 0)
 }
 
 impl Registry {
@@ -99,6 +115,7 @@ impl Registry {
         if let Some(n) = session_number(id) {
             self.sessions.remove(&n);
             self.closing.remove(&n);
+            self.jobs.retain(|_, j| j.handle.spec.id != id);
         }
     }
 
@@ -112,6 +129,55 @@ impl Registry {
             .collect();
         mine.sort_by_key(|(n, _)| *n);
         mine.into_iter().map(|(_, h)| h).collect()
+    }
+
+    /// Registers a new job of `owner` in `handle`'s session and returns its id. Beyond `keep`
+    /// jobs per agent the oldest finished ones are forgotten (only the newest job of a session
+    /// can still be running: a session runs one send at a time).
+    pub fn insert_job(&self, owner: &str, handle: SessionHandle, keep: usize) -> String {
+        let n = self.next_job.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut mine: Vec<(u64, String)> = self
+            .jobs
+            .iter()
+            .filter(|e| e.owner == owner)
+            .map(|e| (*e.key(), e.handle.spec.id.clone()))
+            .collect();
+        mine.sort();
+        let mut excess = (mine.len() + 1).saturating_sub(keep.max(1));
+        for (i, (number, session)) in mine.iter().enumerate() {
+            if excess == 0 {
+                break;
+            }
+            let superseded = mine[i + 1..].iter().any(|(_, s)| s == session);
+            if superseded || *session == handle.spec.id {
+                self.jobs.remove(number);
+                excess -= 1;
+            }
+        }
+        self.jobs.insert(
+            n,
+            JobEntry {
+                owner: owner.to_owned(),
+                handle,
+            },
+        );
+        format!("j{n}")
+    }
+
+    /// The job `id` if `owner` owns it.
+    pub fn job(&self, owner: &str, id: &str) -> Result<JobEntry> {
+        job_number(id)
+            .and_then(|n| self.jobs.get(&n))
+            .filter(|e| e.owner == owner)
+            .map(|e| e.clone())
+            .ok_or_else(|| Error::job_not_found(id))
+    }
+
+    /// Forgets a job whose send could not start.
+    pub fn remove_job(&self, id: &str) {
+        if let Some(n) = job_number(id) {
+            self.jobs.remove(&n);
+        }
     }
 
     /// Every session, for shutdown.

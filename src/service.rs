@@ -8,7 +8,9 @@ use crate::marks::IntegrationFiles;
 use crate::pb;
 use crate::registry::Registry;
 use crate::render;
-use crate::session::{ReadQuery, SendInput, SessionHandle, SessionSpec, Status};
+use crate::session::{
+    JobStatus, ReadQuery, SendInput, SendOutcome, SessionHandle, SessionSpec, Status,
+};
 use crate::validate;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -16,13 +18,17 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
 use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response};
 
 /// Default wait deadline of a send.
 const DEFAULT_TIMEOUT_MS: u32 = 30_000;
 /// Default output silence before `inferred_idle`.
 const DEFAULT_IDLE_MS: u32 = 5_000;
+/// Stream events buffered per streaming call before the producer waits for the caller.
+const STREAM_CHUNKS: usize = 64;
 
 impl From<Error> for tonic::Status {
     fn from(e: Error) -> tonic::Status {
@@ -235,26 +241,143 @@ impl Terminals {
 
     async fn send(&self, req: pb::SendRequest) -> Result<pb::SendResponse> {
         let handle = self.session(&req.agent_id, &req.session_id)?;
+        let input = send_input(&req)?;
+        if !req.run_in_background {
+            return Ok(send_response(handle.send(input).await?));
+        }
+        let job_id = self.registry.insert_job(
+            &req.agent_id,
+            handle.clone(),
+            self.config.limits.jobs_per_agent,
+        );
+        if let Err(e) = handle.send_background(input, job_id.clone()).await {
+            self.registry.remove_job(&job_id);
+            return Err(e);
+        }
+        Ok(pb::SendResponse {
+            rendered: format!("started background job {job_id}"),
+            result: Some(pb::send_response::Result::JobId(job_id)),
+        })
+    }
+
+    async fn send_stream(&self, req: pb::SendRequest) -> Result<BoxStream<pb::SendEvent>> {
+        let handle = self.session(&req.agent_id, &req.session_id)?;
         if req.run_in_background {
-            return Err(Error::Unimplemented(
-                "run_in_background is not available in this build yet".into(),
+            return Err(Error::invalid(
+                "run_in_background is not allowed with SendStream; use Send for background jobs",
             ));
         }
         let input = send_input(&req)?;
-        let outcome = handle.send(input).await?;
-        Ok(pb::SendResponse {
-            rendered: outcome.rendered.clone(),
-            result: Some(pb::send_response::Result::Foreground(
-                pb::ForegroundResult {
-                    viewport: outcome.viewport,
-                    wait_reason: pb::WaitReason::from(outcome.reason) as i32,
-                    session_status: Some(outcome.status.into()),
-                    truncated: outcome.truncated,
-                    exit_code: outcome.exit_code,
-                    cwd: outcome.cwd,
-                    elapsed_ms: outcome.elapsed.as_millis() as u64,
-                },
-            )),
+        let (chunks_tx, mut chunks) = mpsc::channel::<Vec<u8>>(STREAM_CHUNKS);
+        let (events_tx, events) = mpsc::channel(STREAM_CHUNKS);
+        tokio::spawn(async move {
+            let send = handle.send_stream(input, chunks_tx);
+            tokio::pin!(send);
+            let result = loop {
+                tokio::select! {
+                    biased;
+                    Some(chunk) = chunks.recv() => {
+                        let event = pb::send_event::Event::Output(chunk);
+                        if events_tx.send(Ok(pb::SendEvent { event: Some(event) })).await.is_err() {
+                            return; // the caller hung up; dropping `send` releases the session
+                        }
+                    }
+                    result = &mut send => break result,
+                }
+            };
+            // Chunks still queued go out before the result.
+            while let Ok(chunk) = chunks.try_recv() {
+                let event = pb::send_event::Event::Output(chunk);
+                let _ = events_tx
+                    .send(Ok(pb::SendEvent { event: Some(event) }))
+                    .await;
+            }
+            let last = match result {
+                Ok(outcome) => Ok(pb::SendEvent {
+                    event: Some(pb::send_event::Event::Done(send_response(outcome))),
+                }),
+                Err(e) => Err(tonic::Status::from(e)),
+            };
+            let _ = events_tx.send(last).await;
+        });
+        Ok(Box::pin(ReceiverStream::new(events)))
+    }
+
+    async fn watch(&self, req: pb::WatchRequest) -> Result<BoxStream<pb::WatchEvent>> {
+        let handle = self.session(&req.agent_id, &req.session_id)?;
+        if req.replay_lines > 10_000 {
+            return Err(Error::invalid("replay_lines must be at most 10000"));
+        }
+        let (replay, live) = handle.watch(req.replay_lines).await?;
+        let (tx, rx) = mpsc::channel(STREAM_CHUNKS);
+        tokio::spawn(async move {
+            if !replay.is_empty() {
+                let mut text = replay.join("\r\n");
+                text.push_str("\r\n");
+                if tx
+                    .send(Ok(pb::WatchEvent {
+                        output: text.into_bytes(),
+                    }))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            let Some(mut live) = live else { return };
+            loop {
+                let output = match live.recv().await {
+                    Ok(chunk) => chunk.to_vec(),
+                    Err(broadcast::error::RecvError::Lagged(n)) => format!(
+                        "\r\n[ptyd: {n} output chunks skipped: this watcher fell behind]\r\n"
+                    )
+                    .into_bytes(),
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                if tx.send(Ok(pb::WatchEvent { output })).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Box::pin(ReceiverStream::new(rx)))
+    }
+
+    async fn job_output(&self, req: pb::JobOutputRequest) -> Result<pb::JobOutputResponse> {
+        validate::agent_id(&req.agent_id)?;
+        validate::required_id("job_id", &req.job_id)?;
+        let wait = validate::ranged("wait_ms", req.wait_ms, 0, 0, 600_000)?;
+        let cap = validate::max_result_bytes(req.max_result_bytes)?;
+        let job = self.registry.job(&req.agent_id, &req.job_id)?;
+        let report = job
+            .handle
+            .job_output(&req.job_id, Duration::from_millis(u64::from(wait)), cap)
+            .await?;
+        let outcome = report.outcome;
+        Ok(pb::JobOutputResponse {
+            job_id: req.job_id,
+            session_id: job.handle.spec.id.clone(),
+            status: job_status(report.status),
+            output: report.output,
+            truncated: report.truncated,
+            detail: report.detail,
+            wait_reason: outcome.as_ref().map_or(pb::WaitReason::Unspecified, |o| {
+                pb::WaitReason::from(o.reason)
+            }) as i32,
+            exit_code: outcome.as_ref().and_then(|o| o.exit_code),
+            session_status: outcome.map(|o| o.status.into()),
+            rendered: report.rendered,
+        })
+    }
+
+    async fn job_kill(&self, req: pb::JobKillRequest) -> Result<pb::JobKillResponse> {
+        validate::agent_id(&req.agent_id)?;
+        validate::required_id("job_id", &req.job_id)?;
+        let job = self.registry.job(&req.agent_id, &req.job_id)?;
+        let status = job.handle.job_kill(&req.job_id).await?;
+        Ok(pb::JobKillResponse {
+            rendered: format!("[job: {} {}]", req.job_id, status.name()),
+            job_id: req.job_id,
+            status: job_status(status),
         })
     }
 
@@ -451,12 +574,9 @@ fn list_line(s: &pb::SessionInfo) -> String {
             st.exit_code.map_or("null".to_owned(), |c| c.to_string()),
             st.signal.as_deref().unwrap_or("null")
         ),
-        _ => "running".to_owned(),
+        _ => format!("running pid={}", s.pid),
     };
-    format!(
-        "{}{name} [{}] {status} pid={}",
-        s.session_id, s.r#type, s.pid
-    )
+    format!("{}{name} [{}] {status}", s.session_id, s.r#type)
 }
 
 /// Validates a send request into what the session writes and how it waits.
@@ -465,19 +585,47 @@ fn send_input(req: &pb::SendRequest) -> Result<SendInput> {
     let timeout = validate::ranged("timeout_ms", req.timeout_ms, DEFAULT_TIMEOUT_MS, 1, 600_000)?;
     let idle = validate::ranged("idle_ms", req.idle_ms, DEFAULT_IDLE_MS, 50, 600_000)?;
     let max_result_bytes = validate::max_result_bytes(req.max_result_bytes)?;
-    let mut bytes = req.text.as_bytes().to_vec();
-    if req.submit.unwrap_or(true) {
-        bytes.push(b'\r');
-    }
+    let mut keys = Vec::new();
     for key in &req.keys {
-        bytes.extend(validate::key_bytes(key)?);
+        keys.extend(validate::key_bytes(key)?);
     }
     Ok(SendInput {
-        bytes,
+        text: req.text.clone(),
+        submit: req.submit.unwrap_or(true),
+        keys,
         timeout: Duration::from_millis(u64::from(timeout)),
         idle: Duration::from_millis(u64::from(idle)),
         max_result_bytes,
     })
+}
+
+/// The proto form of a settled send.
+fn send_response(outcome: SendOutcome) -> pb::SendResponse {
+    pb::SendResponse {
+        rendered: outcome.rendered.clone(),
+        result: Some(pb::send_response::Result::Foreground(foreground(outcome))),
+    }
+}
+
+fn foreground(outcome: SendOutcome) -> pb::ForegroundResult {
+    pb::ForegroundResult {
+        viewport: outcome.viewport,
+        wait_reason: pb::WaitReason::from(outcome.reason) as i32,
+        session_status: Some(outcome.status.into()),
+        truncated: outcome.truncated,
+        exit_code: outcome.exit_code,
+        cwd: outcome.cwd,
+        elapsed_ms: outcome.elapsed.as_millis() as u64,
+    }
+}
+
+fn job_status(status: JobStatus) -> i32 {
+    (match status {
+        JobStatus::Running => pb::JobStatus::Running,
+        JobStatus::Completed => pb::JobStatus::Completed,
+        JobStatus::Killed => pb::JobStatus::Killed,
+        JobStatus::Failed => pb::JobStatus::Failed,
+    }) as i32
 }
 
 #[tonic::async_trait]
@@ -507,12 +655,8 @@ impl pb::terminals_server::Terminals for Terminals {
         request: Request<pb::SendRequest>,
     ) -> RpcResult<Self::SendStreamStream> {
         let req = request.into_inner();
-        let result = self.session(&req.agent_id, &req.session_id).and_then(|_| {
-            Err(Error::Unimplemented(
-                "SendStream is not available in this build yet".into(),
-            ))
-        });
-        finish("SendStream", &req.agent_id, &req.session_id, result)
+        let (agent, id) = (req.agent_id.clone(), req.session_id.clone());
+        finish("SendStream", &agent, &id, self.send_stream(req).await)
     }
 
     async fn read(&self, request: Request<pb::ReadRequest>) -> RpcResult<pb::ReadResponse> {
@@ -546,12 +690,8 @@ impl pb::terminals_server::Terminals for Terminals {
 
     async fn watch(&self, request: Request<pb::WatchRequest>) -> RpcResult<Self::WatchStream> {
         let req = request.into_inner();
-        let result = self.session(&req.agent_id, &req.session_id).and_then(|_| {
-            Err(Error::Unimplemented(
-                "Watch is not available in this build yet".into(),
-            ))
-        });
-        finish("Watch", &req.agent_id, &req.session_id, result)
+        let (agent, id) = (req.agent_id.clone(), req.session_id.clone());
+        finish("Watch", &agent, &id, self.watch(req).await)
     }
 
     async fn job_output(
@@ -559,10 +699,8 @@ impl pb::terminals_server::Terminals for Terminals {
         request: Request<pb::JobOutputRequest>,
     ) -> RpcResult<pb::JobOutputResponse> {
         let req = request.into_inner();
-        let result = validate::agent_id(&req.agent_id)
-            .and_then(|_| validate::required_id("job_id", &req.job_id))
-            .and_then(|_| Err(Error::job_not_found(&req.job_id)));
-        finish("JobOutput", &req.agent_id, &req.job_id, result)
+        let (agent, id) = (req.agent_id.clone(), req.job_id.clone());
+        finish("JobOutput", &agent, &id, self.job_output(req).await)
     }
 
     async fn job_kill(
@@ -570,10 +708,8 @@ impl pb::terminals_server::Terminals for Terminals {
         request: Request<pb::JobKillRequest>,
     ) -> RpcResult<pb::JobKillResponse> {
         let req = request.into_inner();
-        let result = validate::agent_id(&req.agent_id)
-            .and_then(|_| validate::required_id("job_id", &req.job_id))
-            .and_then(|_| Err(Error::job_not_found(&req.job_id)));
-        finish("JobKill", &req.agent_id, &req.job_id, result)
+        let (agent, id) = (req.agent_id.clone(), req.job_id.clone());
+        finish("JobKill", &agent, &id, self.job_kill(req).await)
     }
 
     async fn types(&self, _request: Request<pb::TypesRequest>) -> RpcResult<pb::TypesResponse> {

@@ -1,21 +1,18 @@
-//! One PTY session as an actor: a single tokio task owns the PTY, the child, the terminal model
-//! and the in-flight send, and runs one `select!` over PTY output, pending input, commands, the
-//! child's exit and the send's deadlines. Everyone else holds a `SessionHandle`: a command
-//! channel plus a `watch` of the state that `List` shows.
+//! One PTY session: the public face of its actor. A `SessionHandle` is a cheap clone holding a
+//! command channel and a `watch` of the state `List` shows; the actor task (`session/actor.rs`)
+//! owns the PTY, the child, the terminal model and the in-flight send.
+
+mod actor;
 
 use crate::error::{Error, Result};
-use crate::marks::{Integration, Mark};
+use crate::marks::Integration;
 use crate::pty::{ExitKind, Pty};
-use crate::render;
-use crate::screen::{Position, Terminal};
-use crate::waiting::{self, Deadlines, Observed, WaitReason};
+use crate::waiting::WaitReason;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
-/// PTY read buffer: large enough that a flood is read in few syscalls.
-const READ_BUF: usize = 64 * 1024;
 /// Commands queued per session before callers wait.
 const COMMAND_QUEUE: usize = 32;
 
@@ -66,7 +63,7 @@ pub enum Status {
 pub struct SessionState {
     /// Running or exited.
     pub status: Status,
-    /// A send is in flight.
+    /// A send or job is in flight.
     pub busy: bool,
     /// Lines since the session started.
     pub total_lines: u64,
@@ -78,17 +75,28 @@ pub struct SessionState {
     pub rows: u16,
 }
 
-/// A send as the actor receives it (validated).
+/// A validated send.
 #[derive(Debug, Clone)]
 pub struct SendInput {
-    /// Bytes to write: text, Enter, keys.
-    pub bytes: Vec<u8>,
+    /// Text typed as given.
+    pub text: String,
+    /// Press Enter after the text.
+    pub submit: bool,
+    /// Bytes of the named keys, sent last.
+    pub keys: Vec<u8>,
     /// Overall deadline.
     pub timeout: Duration,
     /// Output silence that counts as idle.
     pub idle: Duration,
     /// Cap on the rendered result.
     pub max_result_bytes: usize,
+}
+
+impl SendInput {
+    /// True when the send writes nothing and only waits.
+    pub fn is_pure_wait(&self) -> bool {
+        self.text.is_empty() && !self.submit && self.keys.is_empty()
+    }
 }
 
 /// The result of a foreground send.
@@ -153,10 +161,68 @@ pub struct Ready {
     pub motd: String,
 }
 
-enum Command {
+/// The lifecycle of a background job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStatus {
+    /// Its send still waits.
+    Running,
+    /// Its send settled.
+    Completed,
+    /// JobKill ended it.
+    Killed,
+    /// It could not be carried out.
+    Failed,
+}
+
+impl JobStatus {
+    /// The lower-case name used in rendered text.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobStatus::Running => "running",
+            JobStatus::Completed => "completed",
+            JobStatus::Killed => "killed",
+            JobStatus::Failed => "failed",
+        }
+    }
+}
+
+/// New output and status of a job.
+#[derive(Debug, Clone)]
+pub struct JobReport {
+    /// Status now.
+    pub status: JobStatus,
+    /// Clean output not returned before (capped).
+    pub output: String,
+    /// `output` was cut.
+    pub truncated: bool,
+    /// Why it failed, when it did.
+    pub detail: String,
+    /// The settled send, once finished.
+    pub outcome: Option<SendOutcome>,
+    /// The model-facing text.
+    pub rendered: String,
+}
+
+/// Where a send's result goes.
+pub(crate) enum Sink {
+    /// A unary caller.
+    Reply(oneshot::Sender<Result<SendOutcome>>),
+    /// A streaming caller: raw output chunks, then the result.
+    Stream(oneshot::Sender<Result<SendOutcome>>, mpsc::Sender<Vec<u8>>),
+    /// A background job with this id; the oneshot confirms the reservation.
+    Job(String, oneshot::Sender<Result<()>>),
+}
+
+/// The replayed lines and the live feed a watcher starts with (no feed once the program exited).
+pub type WatchStart = (Vec<String>, Option<broadcast::Receiver<Arc<[u8]>>>);
+
+pub(crate) enum Command {
     Ready(oneshot::Sender<Ready>),
-    Send(SendInput, oneshot::Sender<Result<SendOutcome>>),
+    Send(SendInput, Sink),
     Read(ReadQuery, oneshot::Sender<ReadOutcome>),
+    Watch(u32, oneshot::Sender<WatchStart>),
+    JobOutput(String, usize, oneshot::Sender<Option<JobReport>>),
+    JobKill(String, oneshot::Sender<Option<JobStatus>>),
 }
 
 /// A cheap handle to a session actor.
@@ -172,7 +238,7 @@ pub struct SessionHandle {
     state: watch::Receiver<SessionState>,
     /// Ends the actor (and so the session's processes).
     shutdown: Arc<tokio::sync::Notify>,
-    /// Resolves when the actor has finished and every process is gone.
+    /// Becomes true when the actor has finished and every process is gone.
     finished: watch::Receiver<bool>,
 }
 
@@ -188,7 +254,6 @@ impl SessionHandle {
                 ))
             })?;
         let pid = pty.pid();
-        let terminal = Terminal::new(spec.cols, spec.rows, spec.history_lines, spec.history_bytes);
         let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
         let (state_tx, state) = watch::channel(SessionState {
             status: Status::Running,
@@ -201,23 +266,7 @@ impl SessionHandle {
         let shutdown = Arc::new(tokio::sync::Notify::new());
         let (finished_tx, finished) = watch::channel(false);
         let spec = Arc::new(spec);
-        let actor = Actor {
-            spec: spec.clone(),
-            pty,
-            terminal,
-            state: state_tx,
-            exit: None,
-            eof: false,
-            active: None,
-            ready_waiters: Vec::new(),
-            ready: false,
-            startup_deadline: Instant::now() + spec.startup_timeout,
-            last_output: Instant::now(),
-            shell_at_prompt: false,
-            command_start: None,
-            unreported: None,
-            last_seen: Position::default(),
-        };
+        let actor = actor::Actor::new(spec.clone(), pty, state_tx);
         let stop = shutdown.clone();
         tokio::spawn(async move {
             actor.run(rx, stop).await;
@@ -248,13 +297,68 @@ impl SessionHandle {
     /// A foreground send.
     pub async fn send(&self, input: SendInput) -> Result<SendOutcome> {
         let (tx, rx) = oneshot::channel();
-        self.call(Command::Send(input, tx), rx).await?
+        self.call(Command::Send(input, Sink::Reply(tx)), rx).await?
+    }
+
+    /// A foreground send whose raw output arrives on `chunks` while it runs.
+    pub async fn send_stream(
+        &self,
+        input: SendInput,
+        chunks: mpsc::Sender<Vec<u8>>,
+    ) -> Result<SendOutcome> {
+        let (tx, rx) = oneshot::channel();
+        self.call(Command::Send(input, Sink::Stream(tx, chunks)), rx)
+            .await?
+    }
+
+    /// Starts a background send as job `job_id`; returns once the session is reserved for it.
+    pub async fn send_background(&self, input: SendInput, job_id: String) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.call(Command::Send(input, Sink::Job(job_id, tx)), rx)
+            .await?
     }
 
     /// A page of history or the screen.
     pub async fn read(&self, query: ReadQuery) -> Result<ReadOutcome> {
         let (tx, rx) = oneshot::channel();
         self.call(Command::Read(query, tx), rx).await
+    }
+
+    /// The last `replay` lines and a live feed of raw output (None once the program exited).
+    pub async fn watch(&self, replay: u32) -> Result<WatchStart> {
+        let (tx, rx) = oneshot::channel();
+        self.call(Command::Watch(replay, tx), rx).await
+    }
+
+    /// New output of job `job_id`, waiting up to `wait` for some (or for its end).
+    pub async fn job_output(&self, job_id: &str, wait: Duration, cap: usize) -> Result<JobReport> {
+        let deadline = Instant::now() + wait;
+        let mut state = self.state.clone();
+        loop {
+            state.borrow_and_update();
+            let (tx, rx) = oneshot::channel();
+            let report = self
+                .call(Command::JobOutput(job_id.to_owned(), cap, tx), rx)
+                .await?
+                .ok_or_else(|| Error::job_not_found(job_id))?;
+            let waiting = report.status == JobStatus::Running && report.output.is_empty();
+            if !waiting || Instant::now() >= deadline {
+                return Ok(report);
+            }
+            // Output or a status change publishes new state; wake on it or the deadline.
+            let changed = tokio::time::timeout_at(deadline.into(), state.changed()).await;
+            if matches!(changed, Ok(Err(_))) {
+                return Ok(report);
+            }
+        }
+    }
+
+    /// Interrupts job `job_id`; returns its status once the kill settled.
+    pub async fn job_kill(&self, job_id: &str) -> Result<JobStatus> {
+        let (tx, rx) = oneshot::channel();
+        self.call(Command::JobKill(job_id.to_owned(), tx), rx)
+            .await?
+            .ok_or_else(|| Error::job_not_found(job_id))
     }
 
     /// Ends the session and every process it started; returns when they are gone.
@@ -271,471 +375,12 @@ impl SessionHandle {
     }
 }
 
-/// The send being waited on.
-struct ActiveSend {
-    input: SendInput,
-    reply: oneshot::Sender<Result<SendOutcome>>,
-    started: Instant,
-    /// Bytes of `input.bytes` written so far.
-    written: usize,
-    /// Where the viewport starts when no command-start mark arrives.
-    anchor: Position,
-    /// Position of the command-start mark seen during this send.
-    command_start: Option<Position>,
-    /// Exit status and position of the command-end mark seen after the input.
-    command_end: Option<(Option<i32>, Position)>,
-    /// Last output or write.
-    last_activity: Instant,
-}
-
-/// A command that ended while no send was waiting for it; the next send reports it at once.
-#[derive(Clone, Copy)]
-struct UnreportedEnd {
-    exit_code: Option<i32>,
-    end: Position,
-}
-
-struct Actor {
-    spec: Arc<SessionSpec>,
-    pty: Pty,
-    terminal: Terminal,
-    state: watch::Sender<SessionState>,
-    exit: Option<ExitKind>,
-    /// The master hung up: no process holds the terminal any more.
-    eof: bool,
-    active: Option<ActiveSend>,
-    ready_waiters: Vec<oneshot::Sender<Ready>>,
-    ready: bool,
-    startup_deadline: Instant,
-    last_output: Instant,
-    /// The integrated shell is idle at its prompt (a D or A mark and no input since).
-    shell_at_prompt: bool,
-    /// Position of the latest command-start mark whose end has not been seen.
-    command_start: Option<Position>,
-    unreported: Option<UnreportedEnd>,
-    /// Where the previous send's viewport ended.
-    last_seen: Position,
-}
-
-impl Actor {
-    async fn run(mut self, mut commands: mpsc::Receiver<Command>, stop: Arc<tokio::sync::Notify>) {
-        let mut buf = vec![0u8; READ_BUF];
-        loop {
-            let deadline = self.next_deadline();
-            let pending_write = self
-                .active
-                .as_ref()
-                .filter(|a| a.written < a.input.bytes.len())
-                .map(|a| a.input.bytes[a.written..].to_vec());
-            tokio::select! {
-                read = self.pty.read(&mut buf), if !self.eof => match read {
-                    Ok(0) | Err(_) => self.eof = true,
-                    Ok(n) => self.on_output(&buf[..n]),
-                },
-                exit = self.pty.wait_exit(), if self.exit.is_none() => {
-                    self.on_exit(exit.unwrap_or(ExitKind::Code(0)));
-                }
-                written = write_pending(&self.pty, pending_write.as_deref()), if pending_write.is_some() => {
-                    self.on_written(written);
-                }
-                cmd = commands.recv() => match cmd {
-                    Some(cmd) => self.on_command(cmd),
-                    None => break,
-                },
-                _ = reply_closed(&mut self.active), if self.active.is_some() => {
-                    // The caller hung up: stop waiting, release the reservation.
-                    self.active = None;
-                    self.publish();
-                }
-                _ = sleep_until(deadline), if deadline.is_some() => {}
-                _ = stop.notified() => break,
-            }
-            self.evaluate();
-        }
-        self.shutdown().await;
-    }
-
-    fn next_deadline(&self) -> Option<Instant> {
-        let startup = (!self.ready).then_some(
-            self.startup_deadline
-                .min(self.last_output + self.spec.startup_idle),
-        );
-        let send = self.active.as_ref().map(|a| {
-            let d = self.deadlines(a);
-            d.timeout.min(d.idle)
-        });
-        match (startup, send) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    fn deadlines(&self, a: &ActiveSend) -> Deadlines {
-        Deadlines {
-            timeout: a.started + a.input.timeout,
-            idle: a.last_activity + a.input.idle,
-        }
-    }
-
-    fn on_output(&mut self, bytes: &[u8]) {
-        let now = Instant::now();
-        self.last_output = now;
-        if let Some(a) = self.active.as_mut() {
-            a.last_activity = now;
-        }
-        self.terminal.feed(bytes);
-        for event in self.terminal.take_marks() {
-            self.on_mark(event.mark, event.at);
-        }
-        self.publish();
-    }
-
-    fn on_mark(&mut self, mark: Mark, at: Position) {
-        match mark {
-            Mark::CommandStart => {
-                self.shell_at_prompt = false;
-                self.command_start = Some(at);
-                if let Some(a) = self.active.as_mut().filter(|a| a.written > 0) {
-                    a.command_start = Some(at);
-                }
-            }
-            Mark::CommandEnd(code) => {
-                let had_command = self.command_start.take().is_some();
-                let exit_code = if had_command { code } else { None };
-                self.shell_at_prompt = true;
-                match self.active.as_mut().filter(|a| a.written > 0) {
-                    Some(a) => a.command_end = Some((exit_code, at)),
-                    None if had_command => {
-                        self.unreported = Some(UnreportedEnd { exit_code, end: at })
-                    }
-                    None => {}
-                }
-            }
-            Mark::PromptStart | Mark::InputStart => {
-                self.shell_at_prompt = true;
-                if !self.ready {
-                    self.become_ready();
-                }
-            }
-            Mark::Cwd(_) => {}
-        }
-    }
-
-    fn on_exit(&mut self, kind: ExitKind) {
-        self.exit = Some(kind);
-        self.publish();
-    }
-
-    fn on_written(&mut self, written: std::io::Result<usize>) {
-        let Some(a) = self.active.as_mut() else {
-            return;
-        };
-        match written {
-            Ok(n) => {
-                a.written += n;
-                a.last_activity = Instant::now();
-            }
-            Err(e) => {
-                let reply = self.active.take().expect("checked above").reply;
-                let _ = reply.send(Err(Error::FailedPrecondition(format!(
-                    "writing to terminal session {} failed: {e}",
-                    self.spec.id
-                ))));
-            }
-        }
-    }
-
-    fn on_command(&mut self, cmd: Command) {
-        match cmd {
-            Command::Ready(reply) => {
-                if self.ready {
-                    let _ = reply.send(self.ready_info());
-                } else {
-                    self.ready_waiters.push(reply);
-                }
-            }
-            Command::Read(query, reply) => {
-                let _ = reply.send(self.read(query));
-            }
-            Command::Send(input, reply) => self.begin_send(input, reply),
-        }
-    }
-
-    fn begin_send(&mut self, input: SendInput, reply: oneshot::Sender<Result<SendOutcome>>) {
-        if self.active.is_some() {
-            let _ = reply.send(Err(Error::FailedPrecondition(format!(
-                "terminal session {} is busy with another send",
-                self.spec.id
-            ))));
-            return;
-        }
-        if self.exit.is_some() {
-            let _ = reply.send(Err(Error::FailedPrecondition(format!(
-                "terminal session {} has exited",
-                self.spec.id
-            ))));
-            return;
-        }
-        let now = Instant::now();
-        let writes = !input.bytes.is_empty();
-        if writes {
-            self.shell_at_prompt = false;
-            self.unreported = None;
-        }
-        let mut active = ActiveSend {
-            input,
-            reply,
-            started: now,
-            written: 0,
-            anchor: Position {
-                line: self.last_seen.line.max(1),
-                col: 0,
-            },
-            command_start: None,
-            command_end: None,
-            last_activity: now,
-        };
-        if !writes {
-            // A pure wait: report a command that ended meanwhile, or an idle prompt, at once.
-            if let Some(done) = self.unreported.take() {
-                active.command_end = Some((done.exit_code, done.end));
-            } else if self.shell_at_prompt && self.spec.integration != Integration::None {
-                active.command_end = Some((None, self.terminal.cursor()));
-            }
-        }
-        self.active = Some(active);
-        self.publish();
-    }
-
-    /// Settles the active send and readiness when their conditions hold.
-    fn evaluate(&mut self) {
-        let now = Instant::now();
-        if !self.ready
-            && (self.exit.is_some()
-                || now >= self.startup_deadline
-                || now >= self.last_output + self.spec.startup_idle)
-        {
-            self.become_ready();
-        }
-        let Some(a) = self.active.as_ref() else {
-            return;
-        };
-        let observed = Observed {
-            exited: self.exit.is_some(),
-            prompt_returned: a.command_end.is_some(),
-            stdin_blocked: false,
-            input_written: a.written >= a.input.bytes.len(),
-        };
-        if let Some(reason) = waiting::decide(&observed, &self.deadlines(a), now) {
-            let a = self.active.take().expect("checked above");
-            let outcome = self.outcome(&a, reason);
-            let _ = a.reply.send(Ok(outcome));
-            self.publish();
-        }
-    }
-
-    fn outcome(&mut self, a: &ActiveSend, reason: WaitReason) -> SendOutcome {
-        let (exit_code, end) = match (reason, a.command_end) {
-            (WaitReason::Prompt, Some((code, end))) => (code, end),
-            (WaitReason::SessionExit, _) => (
-                match self.exit {
-                    Some(ExitKind::Code(c)) => Some(c),
-                    _ => None,
-                },
-                self.terminal.cursor(),
-            ),
-            _ => (None, self.terminal.cursor()),
-        };
-        let lines = if self.terminal.alternate_screen() {
-            self.terminal.visible_screen()
-        } else {
-            let start = a.command_start.unwrap_or(a.anchor);
-            let last = if end.col == 0 && end.line > start.line {
-                end.line - 1
-            } else {
-                end.line
-            };
-            let mut lines = self.terminal.lines(start.line, last);
-            while lines.last().is_some_and(|l| l.is_empty()) {
-                lines.pop();
-            }
-            lines
-        };
-        self.last_seen = end;
-        let status = self.status();
-        let mut meta = vec![format!("[wait: {}]", reason.name())];
-        if let Some(code) = exit_code {
-            meta.push(format!("[exit code: {code}]"));
-        }
-        meta.push(format!("[session: {}]", status_text(status)));
-        let capped = render::with_meta(
-            &lines.join("\n"),
-            "(no new output)",
-            &meta,
-            a.input.max_result_bytes,
-        );
-        SendOutcome {
-            viewport: capped.body,
-            reason,
-            status,
-            exit_code,
-            truncated: capped.truncated,
-            cwd: self.cwd(),
-            elapsed: a.started.elapsed(),
-            rendered: capped.rendered,
-        }
-    }
-
-    fn read(&self, q: ReadQuery) -> ReadOutcome {
-        let total = self.terminal.total_lines();
-        let first = self.terminal.first_line().min(total + 1);
-        if q.screen {
-            let lines = self.terminal.visible_screen();
-            let meta = |_| vec![format!("[screen: {} rows of {} lines]", lines.len(), total)];
-            let (capped, _) =
-                render::lines_with_meta(&lines, "(empty screen)", meta, q.max_result_bytes);
-            return ReadOutcome {
-                text: capped.body,
-                total_lines: total,
-                first_line: first,
-                line_begin: 0,
-                line_end: 0,
-                truncated: capped.truncated,
-                rendered: capped.rendered,
-            };
-        }
-        let (begin, end) = match q.from_line {
-            Some(from) => (from.max(first), from.saturating_add(q.count - 1).min(total)),
-            None => {
-                let end = total.saturating_sub(q.offset);
-                (first.max(end.saturating_sub(q.count - 1)).max(1), end)
-            }
-        };
-        let lines = if begin <= end && end >= 1 {
-            self.terminal.lines(begin, end)
-        } else {
-            Vec::new()
-        };
-        if lines.is_empty() {
-            let meta = vec![format!("[lines: none of {total}]")];
-            let capped = render::with_meta("", "(no retained output)", &meta, q.max_result_bytes);
-            return ReadOutcome {
-                total_lines: total,
-                first_line: first,
-                rendered: capped.rendered,
-                ..ReadOutcome::default()
-            };
-        }
-        let meta = |dropped: usize| {
-            vec![format!(
-                "[lines: {}-{end} of {total}]",
-                begin + dropped as u64
-            )]
-        };
-        let (capped, dropped) =
-            render::lines_with_meta(&lines, "(no retained output)", meta, q.max_result_bytes);
-        ReadOutcome {
-            text: capped.body,
-            total_lines: total,
-            first_line: first,
-            line_begin: begin + dropped as u64,
-            line_end: end,
-            truncated: capped.truncated,
-            rendered: capped.rendered,
-        }
-    }
-
-    fn become_ready(&mut self) {
-        self.ready = true;
-        let info = self.ready_info();
-        for w in self.ready_waiters.drain(..) {
-            let _ = w.send(info.clone());
-        }
-        self.last_seen = self.terminal.cursor();
-    }
-
-    fn ready_info(&self) -> Ready {
-        let cursor = self.terminal.cursor();
-        // The MOTD is what came before the prompt line.
-        let upto = if self.spec.integration == Integration::None || self.exit.is_some() {
-            cursor.line
-        } else {
-            cursor.line.saturating_sub(1)
-        };
-        let mut lines = self.terminal.lines(1, upto);
-        while lines.last().is_some_and(|l| l.is_empty()) {
-            lines.pop();
-        }
-        Ready {
-            motd: lines.join("\n"),
-        }
-    }
-
-    fn status(&self) -> Status {
-        match self.exit {
-            Some(kind) => Status::Exited(kind),
-            None => Status::Running,
-        }
-    }
-
-    fn cwd(&self) -> String {
-        std::fs::read_link(format!("/proc/{}/cwd", self.pty.pid()))
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
-    }
-
-    fn publish(&self) {
-        let total_lines = self.terminal.total_lines();
-        let busy = self.active.is_some();
-        let status = self.status();
-        let last = unix_ms(SystemTime::now() - self.last_output.elapsed());
-        self.state.send_modify(|s| {
-            s.total_lines = total_lines;
-            s.busy = busy;
-            s.status = status;
-            s.last_output_unix_ms = last;
-        });
-    }
-
-    async fn shutdown(mut self) {
-        if let Some(a) = self.active.take() {
-            let _ = a.reply.send(Err(Error::session_not_found(&self.spec.id)));
-        }
-        crate::reaper::terminate_session(self.pty.pid() as i32, self.spec.close_grace).await;
-        if self.exit.is_none() {
-            // The shell is our child: reap it so no zombie is left.
-            let _ = tokio::time::timeout(Duration::from_secs(1), self.pty.wait_exit()).await;
-        }
-    }
-}
-
 /// "running" or "exited code=0 signal=null".
 pub fn status_text(status: Status) -> String {
     match status {
         Status::Running => "running".to_owned(),
         Status::Exited(ExitKind::Code(c)) => format!("exited code={c} signal=null"),
         Status::Exited(ExitKind::Signal(s)) => format!("exited code=null signal={}", s.as_str()),
-    }
-}
-
-async fn write_pending(pty: &Pty, data: Option<&[u8]>) -> std::io::Result<usize> {
-    match data {
-        Some(d) => pty.write_some(d).await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn reply_closed(active: &mut Option<ActiveSend>) {
-    match active {
-        Some(a) => a.reply.closed().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -149,3 +149,182 @@ mod tests {
         }
     }
 }
+
+/// The `/proc` half: is a foreground program blocked reading the terminal?
+pub mod probe {
+    use crate::reaper::stat_field;
+    use std::fs;
+
+    /// Syscall numbers of the calls that can wait on a terminal.
+    #[cfg(target_arch = "x86_64")]
+    mod nr {
+        pub const READ: &[i64] = &[0, 17, 19];
+        pub const SELECT: &[i64] = &[23, 270];
+        pub const POLL: &[i64] = &[7, 271];
+        pub const EPOLL: &[i64] = &[232, 281, 441];
+    }
+    #[cfg(target_arch = "aarch64")]
+    mod nr {
+        pub const READ: &[i64] = &[63, 65, 67];
+        pub const SELECT: &[i64] = &[72];
+        pub const POLL: &[i64] = &[73];
+        pub const EPOLL: &[i64] = &[22, 441];
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    mod nr {
+        pub const READ: &[i64] = &[];
+        pub const SELECT: &[i64] = &[];
+        pub const POLL: &[i64] = &[];
+        pub const EPOLL: &[i64] = &[];
+    }
+
+    /// What the probe found.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Reader {
+        /// Process id of the reader.
+        pub pid: i32,
+        /// Its command name.
+        pub comm: String,
+        /// True when the reader is the session's shell itself (its prompt, PS2, or a builtin
+        /// such as `read`).
+        pub is_shell: bool,
+    }
+
+    /// Looks for a process in the terminal's foreground group blocked reading the terminal
+    /// `tty` (a `/dev/pts/N` path). `password_mode` is the termios fallback for processes whose
+    /// `/proc` entries are hidden (setuid): line mode on and echo off.
+    pub fn terminal_reader(shell: i32, tty: &str, password_mode: bool) -> Option<Reader> {
+        let fg = stat_field(shell, 8).filter(|p| *p > 0)? as i32;
+        for pid in foreground_members(shell, fg) {
+            if state(pid) != Some('S') {
+                continue;
+            }
+            let mut hidden = false;
+            let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for task in tasks.flatten() {
+                let path = task.path();
+                match fs::read_to_string(path.join("syscall")) {
+                    Ok(line) => {
+                        if waits_on_tty(pid, &line, tty) {
+                            return Some(reader(pid, shell));
+                        }
+                    }
+                    Err(_) => hidden = true,
+                }
+            }
+            if hidden && password_mode {
+                return Some(reader(pid, shell));
+            }
+        }
+        None
+    }
+
+    fn reader(pid: i32, shell: i32) -> Reader {
+        Reader {
+            pid,
+            comm: crate::reaper::command_name(pid).unwrap_or_default(),
+            is_shell: pid == shell,
+        }
+    }
+
+    fn state(pid: i32) -> Option<char> {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat[stat.rfind(')')? + 2..].chars().next()
+    }
+
+    /// The shell and its descendants whose process group is `fg`.
+    fn foreground_members(shell: i32, fg: i32) -> Vec<i32> {
+        let mut out = Vec::new();
+        let mut stack = vec![shell];
+        let mut seen = 0;
+        while let Some(pid) = stack.pop() {
+            seen += 1;
+            if seen > 4096 {
+                break;
+            }
+            if stat_field(pid, 5) == Some(i64::from(fg)) {
+                out.push(pid);
+            }
+            if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+                for task in tasks.flatten() {
+                    if let Ok(text) = fs::read_to_string(task.path().join("children")) {
+                        stack.extend(
+                            text.split_whitespace()
+                                .filter_map(|s| s.parse::<i32>().ok()),
+                        );
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether one task's `/proc/.../syscall` line shows a wait on the terminal.
+    fn waits_on_tty(pid: i32, line: &str, tty: &str) -> bool {
+        let mut fields = line.split_whitespace();
+        let Some(nr) = fields.next().and_then(|s| s.parse::<i64>().ok()) else {
+            return false;
+        };
+        let args: Vec<u64> = fields
+            .take(6)
+            .filter_map(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+            .collect();
+        let arg = |i: usize| args.get(i).copied().unwrap_or(0);
+        let is_tty = |fd: u64| {
+            fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+                .is_ok_and(|p| p.as_os_str() == tty || p.as_os_str() == "/dev/tty")
+        };
+        if nr::READ.contains(&nr) {
+            return is_tty(arg(0));
+        }
+        if nr::SELECT.contains(&nr) {
+            let nfds = arg(0).min(1024);
+            let Some(set) = read_mem(pid, arg(1), nfds.div_ceil(8) as usize) else {
+                return false;
+            };
+            return (0..nfds).any(|fd| set[(fd / 8) as usize] & (1 << (fd % 8)) != 0 && is_tty(fd));
+        }
+        if nr::POLL.contains(&nr) {
+            let n = arg(1).min(1024) as usize;
+            let Some(raw) = read_mem(pid, arg(0), n * 8) else {
+                return false;
+            };
+            return raw.chunks_exact(8).any(|pfd| {
+                let fd = i32::from_ne_bytes([pfd[0], pfd[1], pfd[2], pfd[3]]);
+                let events = i16::from_ne_bytes([pfd[4], pfd[5]]);
+                fd >= 0 && events & libc::POLLIN != 0 && is_tty(fd as u64)
+            });
+        }
+        if nr::EPOLL.contains(&nr) {
+            let Ok(info) = fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", arg(0))) else {
+                return false;
+            };
+            return info.lines().any(|l| {
+                let mut parts = l.split_whitespace();
+                if parts.next() != Some("tfd:") {
+                    return false;
+                }
+                let fd = parts.next().and_then(|s| s.parse::<u64>().ok());
+                let events = parts
+                    .skip_while(|p| *p != "events:")
+                    .nth(1)
+                    .and_then(|s| u32::from_str_radix(s, 16).ok());
+                matches!((fd, events), (Some(fd), Some(ev)) if ev & 1 != 0 && is_tty(fd))
+            });
+        }
+        false
+    }
+
+    fn read_mem(pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        if len == 0 {
+            return None;
+        }
+        let file = fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+        let mut buf = vec![0u8; len];
+        file.read_exact_at(&mut buf, addr).ok()?;
+        Some(buf)
+    }
+}

@@ -724,18 +724,7 @@ async fn an_agent_cannot_reach_another_agents_job() {
         let mut d = start_daemon().await;
         let c = &mut d.client;
         let sid = open(c, "a").await;
-        let resp = c
-            .send(SendRequest {
-                run_in_background: true,
-                ..send_request("a", &sid, "sleep 0.2; echo done")
-            })
-            .await
-            .expect("background send")
-            .into_inner();
-        let Some(send_response::Result::JobId(job)) = resp.result.clone() else {
-            panic!("expected a job id: {resp:?}");
-        };
-        assert_eq!(resp.rendered, format!("started background job {job}"));
+        let job = finished_job(c, "a", &sid, "echo done").await;
 
         let out = |agent: &str, id: &str| {
             Call::JobOutput(JobOutputRequest {
@@ -773,27 +762,10 @@ async fn an_agent_cannot_reach_another_agents_job() {
         );
         assert_same_not_found(&f, &job, &m, "j999");
 
-        // The owner still sees its job run to the end.
-        let client = c.clone();
-        let job2 = job.clone();
-        wait_until(Duration::from_secs(30), "the job completes", move || {
-            let mut client = client.clone();
-            let job = job2.clone();
-            async move {
-                let r = client
-                    .job_output(JobOutputRequest {
-                        agent_id: "a".into(),
-                        job_id: job,
-                        wait_ms: 1000,
-                        ..Default::default()
-                    })
-                    .await
-                    .expect("JobOutput by the owner")
-                    .into_inner();
-                r.status() == JobStatus::Completed
-            }
-        })
-        .await;
+        // The owner still reaches its job.
+        call(c, out("a", &job))
+            .await
+            .expect("JobOutput by the owner");
         d.stop().await;
     })
     .await;
@@ -811,47 +783,6 @@ async fn malformed_requests_name_the_field_and_change_nothing() {
         let sid = open(c, A).await;
         let a_file = dir.join("a-file");
         std::fs::write(&a_file, "not a directory").unwrap();
-
-        // A finished background job, so wait_ms is checked against a real job id.
-        let job = match c
-            .send(SendRequest {
-                run_in_background: true,
-                ..send_request(A, &sid, "true")
-            })
-            .await
-            .expect("background send")
-            .into_inner()
-            .result
-        {
-            Some(send_response::Result::JobId(j)) => j,
-            other => panic!("expected a job id: {other:?}"),
-        };
-        {
-            let client = c.clone();
-            let job = job.clone();
-            wait_until(
-                Duration::from_secs(30),
-                "the setup job completes",
-                move || {
-                    let mut client = client.clone();
-                    let job = job.clone();
-                    async move {
-                        let r = client
-                            .job_output(JobOutputRequest {
-                                agent_id: A.into(),
-                                job_id: job,
-                                wait_ms: 1000,
-                                ..Default::default()
-                            })
-                            .await
-                            .expect("JobOutput")
-                            .into_inner();
-                        r.status() != JobStatus::Running
-                    }
-                },
-            )
-            .await;
-        }
 
         let open_req = |f: &dyn Fn(&mut OpenRequest)| {
             let mut r = OpenRequest {
@@ -1039,32 +970,6 @@ async fn malformed_requests_name_the_field_and_change_nothing() {
                 }),
                 "session_id",
             ),
-            (
-                "JobOutput empty job_id",
-                Call::JobOutput(JobOutputRequest {
-                    agent_id: A.into(),
-                    ..Default::default()
-                }),
-                "job_id",
-            ),
-            (
-                "wait_ms 600001",
-                Call::JobOutput(JobOutputRequest {
-                    agent_id: A.into(),
-                    job_id: job.clone(),
-                    wait_ms: 600_001,
-                    ..Default::default()
-                }),
-                "wait_ms",
-            ),
-            (
-                "JobKill empty job_id",
-                Call::JobKill(JobKillRequest {
-                    agent_id: A.into(),
-                    job_id: String::new(),
-                }),
-                "job_id",
-            ),
         ];
         for (what, req, field) in table {
             expect_invalid(call(c, req).await, field, what);
@@ -1112,6 +1017,99 @@ async fn malformed_requests_name_the_field_and_change_nothing() {
             "a refused Send wrote nothing: {:?}",
             history.text
         );
+        d.stop().await;
+    })
+    .await;
+}
+
+/// Starts `cmd` as a background job of `sid` and waits until the job settled; returns its id.
+async fn finished_job(c: &mut Client, agent: &str, sid: &str, cmd: &str) -> String {
+    let resp = c
+        .send(SendRequest {
+            run_in_background: true,
+            ..send_request(agent, sid, cmd)
+        })
+        .await
+        .expect("background send")
+        .into_inner();
+    let Some(send_response::Result::JobId(job)) = resp.result.clone() else {
+        panic!("expected a job id: {resp:?}");
+    };
+    assert_eq!(resp.rendered, format!("started background job {job}"));
+    let (client, agent, id) = (c.clone(), agent.to_string(), job.clone());
+    wait_until(Duration::from_secs(30), "the job completes", move || {
+        let (mut client, agent, job) = (client.clone(), agent.clone(), id.clone());
+        async move {
+            let r = client
+                .job_output(JobOutputRequest {
+                    agent_id: agent,
+                    job_id: job,
+                    wait_ms: 1000,
+                    ..Default::default()
+                })
+                .await
+                .expect("JobOutput by the owner")
+                .into_inner();
+            r.status() == JobStatus::Completed
+        }
+    })
+    .await;
+    job
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_job_requests_name_the_field() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let c = &mut d.client;
+        let sid = open(c, A).await;
+        let job = finished_job(c, A, &sid, "echo out").await;
+        let output = |f: &dyn Fn(&mut JobOutputRequest)| {
+            let mut r = JobOutputRequest {
+                agent_id: A.into(),
+                job_id: job.clone(),
+                ..Default::default()
+            };
+            f(&mut r);
+            Call::JobOutput(r)
+        };
+        let table: Vec<(&str, Call, &str)> = vec![
+            (
+                "JobOutput empty agent_id",
+                output(&|r| r.agent_id.clear()),
+                "agent_id",
+            ),
+            (
+                "JobOutput empty job_id",
+                output(&|r| r.job_id.clear()),
+                "job_id",
+            ),
+            (
+                "wait_ms 600001",
+                output(&|r| r.wait_ms = 600_001),
+                "wait_ms",
+            ),
+            (
+                "JobOutput max_result_bytes 63",
+                output(&|r| r.max_result_bytes = 63),
+                "max_result_bytes",
+            ),
+            (
+                "JobKill empty job_id",
+                Call::JobKill(JobKillRequest {
+                    agent_id: A.into(),
+                    job_id: String::new(),
+                }),
+                "job_id",
+            ),
+        ];
+        for (what, req, field) in table {
+            expect_invalid(call(c, req).await, field, what);
+        }
+        // A well-formed request still works.
+        call(c, output(&|_| {}))
+            .await
+            .expect("JobOutput after malformed requests");
         d.stop().await;
     })
     .await;

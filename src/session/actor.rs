@@ -1,0 +1,986 @@
+//! The session actor: one task owns the PTY master, the child, the terminal model and the send
+//! in flight, and runs one `select!` over PTY output, pending input, commands, the child's exit,
+//! the caller hanging up and the nearest deadline (send timeout, idle, stdin probe, startup).
+
+use super::{
+    Command, JobReport, JobStatus, ReadOutcome, ReadQuery, Ready, SendInput, SendOutcome,
+    SessionSpec, SessionState, Sink, Status, status_text, unix_ms,
+};
+use crate::error::{Error, Result};
+use crate::marks::{Integration, Mark, RegionScanner, Utf8Splitter};
+use crate::pty::{ExitKind, Pty};
+use crate::render;
+use crate::screen::{Position, Terminal};
+use crate::validate::{KERNEL_LINE_LIMIT, longest_line};
+use crate::waiting::{self, Deadlines, Observed, WaitReason};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
+
+/// PTY read buffer: large enough that a flood is read in few syscalls.
+const READ_BUF: usize = 64 * 1024;
+/// Delays between stdin probes while a send waits, restarted by every output chunk and write.
+/// There is no kernel event for "a reader blocked", so detection latency is the probe step:
+/// quick at first (most programs block at once), then backing off so a long wait costs nothing.
+const PROBE_BACKOFF_MS: [u64; 8] = [1, 2, 4, 10, 25, 50, 100, 250];
+/// Raw-output chunks buffered for `Watch` subscribers before a slow one starts losing chunks.
+const WATCH_BUFFER: usize = 1024;
+/// How long JobKill waits for the interrupted command to settle before calling it killed.
+const KILL_SETTLE: Duration = Duration::from_secs(2);
+/// Raw bytes a streaming caller may fall behind by before the excess is dropped.
+const STREAM_BACKLOG: usize = 8 << 20;
+
+/// A job's bookkeeping, kept after it finished so JobOutput can report it.
+struct JobRecord {
+    status: JobStatus,
+    /// Lines before this one have been returned by JobOutput.
+    consumed: u64,
+    /// The settled send, once finished.
+    outcome: Option<SendOutcome>,
+    /// Why it failed.
+    detail: String,
+    /// Where its output starts (the command-start mark, or the input line).
+    start: Option<Position>,
+    /// Where its output ends, once finished.
+    end: Option<Position>,
+}
+
+/// Raw output forwarding for a streaming send.
+struct StreamSink {
+    chunks: mpsc::Sender<Vec<u8>>,
+    /// Only the command's output region for integrated shells.
+    region: Option<RegionScanner>,
+    utf8: Utf8Splitter,
+    /// Bytes the caller has not accepted yet.
+    backlog: Vec<u8>,
+}
+
+/// The send being waited on.
+struct ActiveSend {
+    input: SendInput,
+    sink: ActiveSink,
+    started: Instant,
+    /// Where the viewport starts when no command-start mark arrives.
+    anchor: Position,
+    /// Position of the command-start mark seen during this send.
+    command_start: Option<Position>,
+    /// Exit status and position of the command-end mark that settles this send.
+    command_end: Option<(Option<i32>, Position)>,
+    /// Last output or write.
+    last_activity: Instant,
+    /// The probe found a program blocked reading the terminal.
+    stdin_blocked: bool,
+    /// Bytes that could not be written before the deadline.
+    unwritten: usize,
+    /// Set by JobKill: finish as killed when settled or at this deadline.
+    killing: Option<(Instant, Vec<oneshot::Sender<Option<JobStatus>>>)>,
+}
+
+enum ActiveSink {
+    Reply(oneshot::Sender<Result<SendOutcome>>),
+    Stream(oneshot::Sender<Result<SendOutcome>>, StreamSink),
+    Job(String),
+}
+
+/// A command that ended while no send was waiting for it; the next pure wait reports it.
+#[derive(Clone, Copy)]
+struct UnreportedEnd {
+    exit_code: Option<i32>,
+    end: Position,
+}
+
+pub(super) struct Actor {
+    spec: Arc<SessionSpec>,
+    pty: Pty,
+    terminal: Terminal,
+    state: watch::Sender<SessionState>,
+    exit: Option<ExitKind>,
+    /// The master hung up: no process holds the terminal any more.
+    eof: bool,
+    active: Option<ActiveSend>,
+    /// Input still to be written for the active send.
+    outbox: Vec<u8>,
+    outbox_pos: usize,
+    ready_waiters: Vec<oneshot::Sender<Ready>>,
+    ready: bool,
+    startup_deadline: Instant,
+    last_output: Instant,
+    /// The integrated shell is idle at its prompt (a D or A mark and no input since).
+    shell_at_prompt: bool,
+    /// Position of the latest command-start mark whose end has not been seen.
+    command_start: Option<Position>,
+    unreported: Option<UnreportedEnd>,
+    /// Where the previous send's viewport ended.
+    last_seen: Position,
+    /// Next stdin probe and the back-off step that scheduled it.
+    next_probe: Option<Instant>,
+    probe_step: usize,
+    /// Raw output for `Watch` subscribers (dropped once the program exited).
+    watchers: Option<broadcast::Sender<Arc<[u8]>>>,
+    watch_utf8: Utf8Splitter,
+    jobs: BTreeMap<String, JobRecord>,
+}
+
+impl Actor {
+    pub(super) fn new(
+        spec: Arc<SessionSpec>,
+        pty: Pty,
+        state: watch::Sender<SessionState>,
+    ) -> Actor {
+        let now = Instant::now();
+        Actor {
+            terminal: Terminal::new(spec.cols, spec.rows, spec.history_lines, spec.history_bytes),
+            startup_deadline: now + spec.startup_timeout,
+            spec,
+            pty,
+            state,
+            exit: None,
+            eof: false,
+            active: None,
+            outbox: Vec::new(),
+            outbox_pos: 0,
+            ready_waiters: Vec::new(),
+            ready: false,
+            last_output: now,
+            shell_at_prompt: false,
+            command_start: None,
+            unreported: None,
+            last_seen: Position::default(),
+            next_probe: Some(now),
+            probe_step: 0,
+            watchers: Some(broadcast::channel(WATCH_BUFFER).0),
+            watch_utf8: Utf8Splitter::default(),
+            jobs: BTreeMap::new(),
+        }
+    }
+
+    pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>, stop: Arc<Notify>) {
+        let mut buf = vec![0u8; READ_BUF];
+        loop {
+            let deadline = self.next_deadline();
+            let writing = self.outbox_pos < self.outbox.len();
+            tokio::select! {
+                read = self.pty.read(&mut buf), if !self.eof => match read {
+                    Ok(0) | Err(_) => self.eof = true,
+                    Ok(n) => self.on_output(&buf[..n]),
+                },
+                exit = self.pty.wait_exit(), if self.exit.is_none() => {
+                    self.on_exit(exit.unwrap_or(ExitKind::Code(0)));
+                }
+                written = self.pty.write_some(&self.outbox[self.outbox_pos..]), if writing => {
+                    self.on_written(written);
+                }
+                cmd = commands.recv() => match cmd {
+                    Some(cmd) => self.on_command(cmd),
+                    None => break,
+                },
+                _ = caller_gone(&mut self.active), if self.active.is_some() => {
+                    // The caller hung up: stop waiting and release the reservation; what was
+                    // written stays written.
+                    self.active = None;
+                    self.clear_outbox();
+                    self.publish();
+                }
+                _ = sleep_until(deadline), if deadline.is_some() => self.on_timer(),
+                _ = stop.notified() => break,
+            }
+            self.evaluate();
+        }
+        self.shutdown().await;
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let startup = (!self.ready).then_some(
+            self.startup_deadline
+                .min(self.last_output + self.spec.startup_idle),
+        );
+        let send = self.active.as_ref().map(|a| {
+            let d = deadlines(a);
+            let kill = a.killing.as_ref().map(|(at, _)| *at);
+            [Some(d.timeout), Some(d.idle), kill]
+                .into_iter()
+                .flatten()
+                .min()
+                .expect("non-empty")
+        });
+        let probe = self.next_probe.filter(|_| self.wants_probe());
+        [startup, send, probe].into_iter().flatten().min()
+    }
+
+    /// Probes run only while someone waits: a send whose input is written, or startup.
+    fn wants_probe(&self) -> bool {
+        if !self.ready {
+            return true;
+        }
+        self.active.as_ref().is_some_and(|a| {
+            !a.stdin_blocked && self.outbox_pos >= self.outbox.len() && a.command_end.is_none()
+        }) && self.exit.is_none()
+    }
+
+    fn rearm_probe(&mut self) {
+        self.probe_step = 0;
+        self.next_probe = Some(Instant::now() + Duration::from_millis(PROBE_BACKOFF_MS[0]));
+    }
+
+    fn on_output(&mut self, bytes: &[u8]) {
+        let now = Instant::now();
+        self.last_output = now;
+        if let Some(a) = self.active.as_mut() {
+            a.last_activity = now;
+            a.stdin_blocked = false;
+        }
+        self.rearm_probe();
+        self.forward(bytes);
+        self.terminal.feed(bytes);
+        for event in self.terminal.take_marks() {
+            self.on_mark(event.mark, event.at);
+        }
+        self.publish();
+    }
+
+    /// Sends raw output to watchers and to a streaming caller.
+    fn forward(&mut self, bytes: &[u8]) {
+        if let Some(w) = &self.watchers
+            && w.receiver_count() > 0
+        {
+            let piece = self.watch_utf8.split(bytes);
+            if !piece.is_empty() {
+                let _ = w.send(piece.into());
+            }
+        }
+        if let Some(ActiveSend {
+            sink: ActiveSink::Stream(_, s),
+            ..
+        }) = self.active.as_mut()
+        {
+            let mut picked = Vec::new();
+            match s.region.as_mut() {
+                Some(region) => region.scan(bytes, &mut picked),
+                None => picked.extend_from_slice(bytes),
+            }
+            let piece = s.utf8.split(&picked);
+            s.backlog.extend_from_slice(&piece);
+            flush_stream(s);
+        }
+    }
+
+    fn on_mark(&mut self, mark: Mark, at: Position) {
+        match mark {
+            Mark::CommandStart => {
+                self.shell_at_prompt = false;
+                self.command_start = Some(at);
+                if let Some(a) = self.active.as_mut().filter(|a| !a.input.is_pure_wait()) {
+                    a.command_start = Some(at);
+                }
+                self.set_job_start(at);
+            }
+            Mark::CommandEnd(code) => {
+                let had_command = self.command_start.take().is_some();
+                let exit_code = if had_command { code } else { None };
+                self.shell_at_prompt = true;
+                match self.active.as_mut() {
+                    Some(a) if a.command_end.is_none() => a.command_end = Some((exit_code, at)),
+                    Some(_) => {}
+                    None if had_command => {
+                        self.unreported = Some(UnreportedEnd { exit_code, end: at })
+                    }
+                    None => {}
+                }
+            }
+            Mark::PromptStart | Mark::InputStart => {
+                if self.command_start.is_none() {
+                    self.shell_at_prompt = true;
+                }
+                if !self.ready {
+                    self.become_ready();
+                }
+            }
+            Mark::Cwd(_) => {}
+        }
+    }
+
+    fn set_job_start(&mut self, at: Position) {
+        if let Some(ActiveSend {
+            sink: ActiveSink::Job(id),
+            ..
+        }) = &self.active
+            && let Some(job) = self.jobs.get_mut(id)
+            && job.start.is_none()
+        {
+            job.start = Some(at);
+            job.consumed = at.line;
+        }
+    }
+
+    fn on_exit(&mut self, kind: ExitKind) {
+        self.exit = Some(kind);
+        // Watchers see the stream end with the program.
+        self.watchers = None;
+        self.publish();
+    }
+
+    fn on_written(&mut self, written: std::io::Result<usize>) {
+        match written {
+            Ok(n) => {
+                self.outbox_pos += n;
+                if let Some(a) = self.active.as_mut() {
+                    a.last_activity = Instant::now();
+                }
+                self.rearm_probe();
+                if self.outbox_pos >= self.outbox.len() {
+                    self.clear_outbox();
+                }
+            }
+            Err(e) => {
+                let error = Error::FailedPrecondition(format!(
+                    "writing to terminal session {} failed: {e}",
+                    self.spec.id
+                ));
+                self.clear_outbox();
+                if let Some(a) = self.active.take() {
+                    self.fail_active(a, error);
+                }
+            }
+        }
+    }
+
+    fn clear_outbox(&mut self) {
+        self.outbox.clear();
+        self.outbox_pos = 0;
+    }
+
+    fn on_timer(&mut self) {
+        let now = Instant::now();
+        if self.next_probe.is_some_and(|at| now >= at) && self.wants_probe() {
+            self.probe();
+            self.probe_step = (self.probe_step + 1).min(PROBE_BACKOFF_MS.len() - 1);
+            self.next_probe = Some(now + Duration::from_millis(PROBE_BACKOFF_MS[self.probe_step]));
+        }
+    }
+
+    /// Runs the stdin probe; a positive answer counts only once all output the program wrote
+    /// before blocking has been read (a shell that printed its prompt mark and then blocked
+    /// must be seen at its prompt, not as reading stdin).
+    fn probe(&mut self) {
+        let Some(tty) = self.pty.tty_path().map(str::to_owned) else {
+            return;
+        };
+        let password_mode = self.pty.termios().is_some_and(|t| {
+            use nix::sys::termios::LocalFlags;
+            t.local_flags.contains(LocalFlags::ICANON) && !t.local_flags.contains(LocalFlags::ECHO)
+        });
+        let shell = self.pty.pid() as i32;
+        let Some(reader) = waiting::probe::terminal_reader(shell, &tty, password_mode) else {
+            return;
+        };
+        if self.pty.input_pending() {
+            return;
+        }
+        let mut buf = [0u8; 4096];
+        let mut drained = false;
+        while let Ok(Some(n)) = self.pty.try_read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            drained = true;
+            self.on_output(&buf[..n]);
+        }
+        if drained {
+            return; // decide again with the new output (and its marks) taken into account
+        }
+        if reader.is_shell && self.spec.integration != Integration::None && self.shell_at_prompt {
+            return; // the shell's own prompt: the marks settle this
+        }
+        if !self.ready {
+            self.become_ready();
+            return;
+        }
+        if let Some(a) = self.active.as_mut() {
+            a.stdin_blocked = true;
+        }
+    }
+
+    fn on_command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Ready(reply) => {
+                if self.ready {
+                    let _ = reply.send(self.ready_info());
+                } else {
+                    self.ready_waiters.push(reply);
+                }
+            }
+            Command::Read(query, reply) => {
+                let _ = reply.send(self.read(query));
+            }
+            Command::Send(input, sink) => self.begin_send(input, sink),
+            Command::Watch(replay, reply) => {
+                let total = self.terminal.total_lines();
+                let from = total.saturating_sub(u64::from(replay.min(10_000))) + 1;
+                let lines = if replay == 0 {
+                    Vec::new()
+                } else {
+                    self.terminal.lines(from, total)
+                };
+                let _ = reply.send((lines, self.watchers.as_ref().map(|w| w.subscribe())));
+            }
+            Command::JobOutput(id, cap, reply) => {
+                let _ = reply.send(self.job_output(&id, cap));
+            }
+            Command::JobKill(id, reply) => self.job_kill(&id, reply),
+        }
+    }
+
+    fn busy_error(&self) -> Error {
+        match &self.active {
+            Some(ActiveSend {
+                sink: ActiveSink::Job(id),
+                ..
+            }) => Error::FailedPrecondition(format!(
+                "terminal session {} is busy with background job {id}; wait for it with JobOutput or stop it with JobKill",
+                self.spec.id
+            )),
+            _ => Error::FailedPrecondition(format!(
+                "terminal session {} is busy with another send; wait for it to return",
+                self.spec.id
+            )),
+        }
+    }
+
+    fn begin_send(&mut self, input: SendInput, sink: Sink) {
+        let refusal = if self.active.is_some() {
+            Some(self.busy_error())
+        } else if self.exit.is_some() {
+            Some(Error::FailedPrecondition(format!(
+                "terminal session {} has exited",
+                self.spec.id
+            )))
+        } else {
+            self.line_limit_refusal(&input)
+        };
+        if let Some(error) = refusal {
+            match sink {
+                Sink::Reply(r) | Sink::Stream(r, _) => {
+                    let _ = r.send(Err(error));
+                }
+                Sink::Job(_, r) => {
+                    let _ = r.send(Err(error));
+                }
+            }
+            return;
+        }
+        let now = Instant::now();
+        let pure_wait = input.is_pure_wait();
+        let mut active = ActiveSend {
+            sink: ActiveSink::Reply(oneshot::channel().0),
+            started: now,
+            anchor: Position {
+                line: self.last_seen.line.max(1),
+                col: 0,
+            },
+            command_start: None,
+            command_end: None,
+            last_activity: now,
+            stdin_blocked: false,
+            unwritten: 0,
+            killing: None,
+            input,
+        };
+        if pure_wait {
+            // Report a command that ended meanwhile, or an idle prompt, at once.
+            if let Some(done) = self.unreported.take() {
+                active.command_end = Some((done.exit_code, done.end));
+            } else if self.shell_at_prompt && self.spec.integration != Integration::None {
+                active.command_end = Some((None, self.terminal.cursor()));
+            }
+        } else {
+            self.outbox = self.input_bytes(&active.input);
+            self.outbox_pos = 0;
+            self.shell_at_prompt = false;
+            self.unreported = None;
+        }
+        active.sink = match sink {
+            Sink::Reply(r) => ActiveSink::Reply(r),
+            Sink::Stream(r, chunks) => ActiveSink::Stream(
+                r,
+                StreamSink {
+                    chunks,
+                    region: (self.spec.integration != Integration::None)
+                        .then(RegionScanner::default),
+                    utf8: Utf8Splitter::default(),
+                    backlog: Vec::new(),
+                },
+            ),
+            Sink::Job(id, confirm) => {
+                self.jobs.insert(
+                    id.clone(),
+                    JobRecord {
+                        status: JobStatus::Running,
+                        consumed: active.anchor.line,
+                        outcome: None,
+                        detail: String::new(),
+                        start: None,
+                        end: None,
+                    },
+                );
+                let _ = confirm.send(Ok(()));
+                ActiveSink::Job(id)
+            }
+        };
+        self.active = Some(active);
+        self.rearm_probe();
+        self.publish();
+    }
+
+    /// Refuses a line that a program reading in line mode would lose past the kernel's limit.
+    fn line_limit_refusal(&self, input: &SendInput) -> Option<Error> {
+        use nix::sys::termios::LocalFlags;
+        let canonical = self
+            .pty
+            .termios()
+            .is_some_and(|t| t.local_flags.contains(LocalFlags::ICANON));
+        let longest = longest_line(input.text.as_bytes());
+        (canonical && longest > KERNEL_LINE_LIMIT).then(|| {
+            Error::invalid(format!(
+                "text has a line of {longest} bytes, but the program reads the terminal in line \
+                 mode, where the kernel keeps at most {KERNEL_LINE_LIMIT} bytes of a line; split \
+                 the line or write the data to a file"
+            ))
+        })
+    }
+
+    /// The bytes a send writes: text (as one bracketed paste when it is multi-line input to an
+    /// integrated shell that enabled it), Enter, then the keys.
+    fn input_bytes(&self, input: &SendInput) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(input.text.len() + 16);
+        let at_shell_prompt = self.shell_at_prompt && self.spec.integration != Integration::None;
+        if at_shell_prompt && self.spec.integration == Integration::Fish && !input.text.is_empty() {
+            // fish keeps a rejected line in its editor; clear it so the text is not appended.
+            bytes.push(0x15);
+        }
+        let multiline = input.text.contains('\n');
+        if at_shell_prompt && multiline && self.terminal.bracketed_paste() {
+            bytes.extend_from_slice(b"\x1b[200~");
+            bytes.extend_from_slice(input.text.as_bytes());
+            bytes.extend_from_slice(b"\x1b[201~");
+        } else if multiline {
+            // A terminal sends Enter as CR; programs in line mode see each line end.
+            bytes.extend(
+                input
+                    .text
+                    .bytes()
+                    .map(|b| if b == b'\n' { b'\r' } else { b }),
+            );
+        } else {
+            bytes.extend_from_slice(input.text.as_bytes());
+        }
+        if input.submit {
+            bytes.push(b'\r');
+        }
+        bytes.extend_from_slice(&input.keys);
+        bytes
+    }
+
+    /// Settles readiness and the active send when their conditions hold.
+    fn evaluate(&mut self) {
+        let now = Instant::now();
+        if !self.ready
+            && (self.exit.is_some()
+                || now >= self.startup_deadline
+                || now >= self.last_output + self.spec.startup_idle)
+        {
+            self.become_ready();
+        }
+        let Some(a) = self.active.as_ref() else {
+            return;
+        };
+        let input_written = self.outbox_pos >= self.outbox.len();
+        let observed = Observed {
+            exited: self.exit.is_some(),
+            prompt_returned: a.command_end.is_some(),
+            stdin_blocked: a.stdin_blocked,
+            input_written,
+        };
+        let killed_at = a.killing.as_ref().map(|(at, _)| *at);
+        let reason = waiting::decide(&observed, &deadlines(a), now).or_else(|| {
+            killed_at
+                .filter(|at| now >= *at)
+                .map(|_| WaitReason::Timeout)
+        });
+        let Some(reason) = reason else { return };
+        let mut a = self.active.take().expect("checked above");
+        if !input_written {
+            a.unwritten = self.outbox.len() - self.outbox_pos;
+            self.clear_outbox();
+        }
+        let outcome = self.outcome(&a, reason);
+        self.deliver(a, outcome);
+        self.publish();
+    }
+
+    fn deliver(&mut self, a: ActiveSend, outcome: SendOutcome) {
+        match a.sink {
+            ActiveSink::Reply(r) => {
+                let _ = r.send(Ok(outcome));
+            }
+            ActiveSink::Stream(r, mut s) => {
+                // Whatever is left of the stream goes out before the result.
+                let rest = std::mem::take(&mut s.backlog);
+                if !rest.is_empty() {
+                    let chunks = s.chunks.clone();
+                    tokio::spawn(async move {
+                        let _ = chunks.send(rest).await;
+                        let _ = r.send(Ok(outcome));
+                    });
+                } else {
+                    let _ = r.send(Ok(outcome));
+                }
+            }
+            ActiveSink::Job(id) => {
+                let killed = a.killing.is_some();
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.status = if killed {
+                        JobStatus::Killed
+                    } else {
+                        JobStatus::Completed
+                    };
+                    job.end = Some(self.last_seen);
+                    job.outcome = Some(outcome);
+                }
+                if let Some((_, waiters)) = a.killing {
+                    let status = if killed {
+                        JobStatus::Killed
+                    } else {
+                        JobStatus::Completed
+                    };
+                    for w in waiters {
+                        let _ = w.send(Some(status));
+                    }
+                }
+            }
+        }
+    }
+
+    fn fail_active(&mut self, a: ActiveSend, error: Error) {
+        match a.sink {
+            ActiveSink::Reply(r) | ActiveSink::Stream(r, _) => {
+                let _ = r.send(Err(error));
+            }
+            ActiveSink::Job(id) => {
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.status = JobStatus::Failed;
+                    job.detail = error.to_string();
+                }
+            }
+        }
+        self.publish();
+    }
+
+    fn outcome(&mut self, a: &ActiveSend, reason: WaitReason) -> SendOutcome {
+        let (exit_code, end) = match (reason, a.command_end) {
+            (WaitReason::Prompt, Some((code, end))) => (code, end),
+            (WaitReason::SessionExit, _) => (
+                match self.exit {
+                    Some(ExitKind::Code(c)) => Some(c),
+                    _ => None,
+                },
+                self.terminal.cursor(),
+            ),
+            _ => (None, self.terminal.cursor()),
+        };
+        let lines = if self.terminal.alternate_screen() {
+            self.terminal.visible_screen()
+        } else {
+            let start = a.command_start.unwrap_or(a.anchor);
+            self.region_lines(start.line, end)
+        };
+        self.last_seen = end;
+        let status = self.status();
+        let mut meta = vec![format!("[wait: {}]", reason.name())];
+        if let Some(code) = exit_code {
+            meta.push(format!("[exit code: {code}]"));
+        }
+        meta.push(format!("[session: {}]", status_text(status)));
+        if a.unwritten > 0 {
+            meta.push(format!(
+                "[input incomplete: {} of {} bytes were not written before the deadline]",
+                a.unwritten,
+                a.input.text.len()
+            ));
+        }
+        let capped = render::with_meta(
+            &lines.join("\n"),
+            "(no new output)",
+            &meta,
+            a.input.max_result_bytes,
+        );
+        SendOutcome {
+            viewport: capped.body,
+            reason,
+            status,
+            exit_code,
+            truncated: capped.truncated,
+            cwd: self.cwd(),
+            elapsed: a.started.elapsed(),
+            rendered: capped.rendered,
+        }
+    }
+
+    /// Lines from `start` up to `end` (the end line only when the cursor had left column 0),
+    /// trailing blank lines dropped.
+    fn region_lines(&self, start: u64, end: Position) -> Vec<String> {
+        let last = if end.col == 0 && end.line > start {
+            end.line - 1
+        } else {
+            end.line
+        };
+        let mut lines = self.terminal.lines(start, last);
+        while lines.last().is_some_and(|l| l.is_empty()) {
+            lines.pop();
+        }
+        lines
+    }
+
+    fn read(&self, q: ReadQuery) -> ReadOutcome {
+        let total = self.terminal.total_lines();
+        let first = self.terminal.first_line().min(total + 1);
+        if q.screen {
+            let lines = self.terminal.visible_screen();
+            let meta = |_| {
+                vec![format!(
+                    "[screen: {} rows; history has {total} lines]",
+                    lines.len()
+                )]
+            };
+            let (capped, _) =
+                render::lines_with_meta(&lines, "(empty screen)", meta, q.max_result_bytes);
+            return ReadOutcome {
+                text: capped.body,
+                total_lines: total,
+                first_line: first,
+                truncated: capped.truncated,
+                rendered: capped.rendered,
+                ..ReadOutcome::default()
+            };
+        }
+        let (begin, end) = match q.from_line {
+            Some(from) => (from.max(first), from.saturating_add(q.count - 1).min(total)),
+            None => {
+                let end = total.saturating_sub(q.offset);
+                (first.max(end.saturating_sub(q.count - 1)).max(1), end)
+            }
+        };
+        let lines = if begin <= end && end >= 1 {
+            self.terminal.lines(begin, end)
+        } else {
+            Vec::new()
+        };
+        if lines.is_empty() {
+            let meta = vec![format!("[lines: none of {total}]")];
+            let capped = render::with_meta("", "(no retained output)", &meta, q.max_result_bytes);
+            return ReadOutcome {
+                total_lines: total,
+                first_line: first,
+                rendered: capped.rendered,
+                ..ReadOutcome::default()
+            };
+        }
+        let meta = |dropped: usize| {
+            vec![format!(
+                "[lines: {}-{end} of {total}]",
+                begin + dropped as u64
+            )]
+        };
+        let (capped, dropped) =
+            render::lines_with_meta(&lines, "(no retained output)", meta, q.max_result_bytes);
+        ReadOutcome {
+            text: capped.body,
+            total_lines: total,
+            first_line: first,
+            line_begin: begin + dropped as u64,
+            line_end: end,
+            truncated: capped.truncated,
+            rendered: capped.rendered,
+        }
+    }
+
+    fn job_output(&mut self, id: &str, cap: usize) -> Option<JobReport> {
+        let integrated = self.spec.integration != Integration::None;
+        let cursor = self.terminal.cursor();
+        let job = self.jobs.get(id)?;
+        let (status, consumed, start, end) = (job.status, job.consumed, job.start, job.end);
+        // While running, only complete lines; an integrated shell's output starts at its C mark.
+        let lines = match (status, end) {
+            (JobStatus::Running, _) if integrated && start.is_none() => Vec::new(),
+            (JobStatus::Running, _) => {
+                let last = cursor.line.saturating_sub(1);
+                if last >= consumed {
+                    self.terminal.lines(consumed, last)
+                } else {
+                    Vec::new()
+                }
+            }
+            (_, Some(end)) => self.region_lines(consumed, end),
+            (_, None) => Vec::new(),
+        };
+        let new_consumed = match status {
+            JobStatus::Running => consumed + lines.len() as u64,
+            _ => end.map_or(consumed, |e| e.line + 1),
+        };
+        let job = self.jobs.get_mut(id)?;
+        job.consumed = new_consumed.max(consumed);
+        let mut meta = match (&job.outcome, status) {
+            (Some(o), JobStatus::Completed) => {
+                vec![format!("[job: {id} completed: wait: {}]", o.reason.name())]
+            }
+            (_, JobStatus::Failed) => vec![format!("[job: {id} failed: {}]", job.detail)],
+            (_, s) => vec![format!("[job: {id} {}]", s.name())],
+        };
+        if let Some(code) = job.outcome.as_ref().and_then(|o| o.exit_code) {
+            meta.push(format!("[exit code: {code}]"));
+        }
+        let capped = render::with_meta(&lines.join("\n"), "", &meta, cap);
+        let rendered = capped.rendered.trim_start_matches('\n').to_owned();
+        Some(JobReport {
+            status,
+            output: capped.body,
+            truncated: capped.truncated,
+            detail: job.detail.clone(),
+            outcome: job.outcome.clone(),
+            rendered,
+        })
+    }
+
+    fn job_kill(&mut self, id: &str, reply: oneshot::Sender<Option<JobStatus>>) {
+        let Some(job) = self.jobs.get(id) else {
+            let _ = reply.send(None);
+            return;
+        };
+        let status = job.status;
+        let Some(a) = self
+            .active
+            .as_mut()
+            .filter(|a| matches!(&a.sink, ActiveSink::Job(j) if j == id))
+        else {
+            let _ = reply.send(Some(status));
+            return;
+        };
+        match a.killing.as_mut() {
+            Some((_, waiters)) => waiters.push(reply),
+            None => {
+                a.killing = Some((Instant::now() + KILL_SETTLE, vec![reply]));
+                let shell = self.pty.pid() as i32;
+                if let Some(fg) = crate::reaper::stat_field(shell, 8).filter(|p| *p > 0) {
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(fg as i32),
+                        nix::sys::signal::Signal::SIGINT,
+                    );
+                }
+            }
+        }
+    }
+
+    fn become_ready(&mut self) {
+        self.ready = true;
+        let info = self.ready_info();
+        for w in self.ready_waiters.drain(..) {
+            let _ = w.send(info.clone());
+        }
+        self.last_seen = self.terminal.cursor();
+    }
+
+    fn ready_info(&self) -> Ready {
+        let cursor = self.terminal.cursor();
+        // The MOTD is what came before the prompt line.
+        let upto = if self.spec.integration == Integration::None || self.exit.is_some() {
+            cursor.line
+        } else {
+            cursor.line.saturating_sub(1)
+        };
+        let mut lines = self.terminal.lines(1, upto);
+        while lines.last().is_some_and(|l| l.is_empty()) {
+            lines.pop();
+        }
+        Ready {
+            motd: lines.join("\n"),
+        }
+    }
+
+    fn status(&self) -> Status {
+        match self.exit {
+            Some(kind) => Status::Exited(kind),
+            None => Status::Running,
+        }
+    }
+
+    fn cwd(&self) -> String {
+        std::fs::read_link(format!("/proc/{}/cwd", self.pty.pid()))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    }
+
+    fn publish(&self) {
+        let total_lines = self.terminal.total_lines();
+        let busy = self.active.is_some();
+        let status = self.status();
+        let last = unix_ms(SystemTime::now() - self.last_output.elapsed());
+        self.state.send_modify(|s| {
+            s.total_lines = total_lines;
+            s.busy = busy;
+            s.status = status;
+            s.last_output_unix_ms = last;
+        });
+    }
+
+    async fn shutdown(mut self) {
+        if let Some(a) = self.active.take() {
+            let error = Error::session_not_found(&self.spec.id);
+            self.fail_active(a, error);
+        }
+        crate::reaper::terminate_session(self.pty.pid() as i32, self.spec.close_grace).await;
+        if self.exit.is_none() {
+            // The shell is our child: reap it so no zombie is left.
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.pty.wait_exit()).await;
+        }
+    }
+}
+
+fn deadlines(a: &ActiveSend) -> Deadlines {
+    Deadlines {
+        timeout: a.started + a.input.timeout,
+        idle: a.last_activity + a.input.idle,
+    }
+}
+
+/// Hands the backlog to the streaming caller as far as its channel has room; drops the oldest
+/// excess when the caller falls too far behind.
+fn flush_stream(s: &mut StreamSink) {
+    if s.backlog.is_empty() {
+        return;
+    }
+    let piece = std::mem::take(&mut s.backlog);
+    if let Err(mpsc::error::TrySendError::Full(piece)) = s.chunks.try_send(piece) {
+        s.backlog = piece;
+        if s.backlog.len() > STREAM_BACKLOG {
+            let cut = s.backlog.len() - STREAM_BACKLOG;
+            let cut = (cut..s.backlog.len())
+                .find(|&i| s.backlog[i] & 0xC0 != 0x80)
+                .unwrap_or(s.backlog.len());
+            s.backlog.drain(..cut);
+        }
+    }
+}
+
+async fn caller_gone(active: &mut Option<ActiveSend>) {
+    match active.as_mut().map(|a| &mut a.sink) {
+        Some(ActiveSink::Reply(r)) | Some(ActiveSink::Stream(r, _)) => r.closed().await,
+        _ => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
