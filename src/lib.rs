@@ -16,12 +16,14 @@
 //! - [`reaper`]: finding and ending a session's process tree.
 //! - [`validate`]: request checks with messages that name the field (pure).
 //! - [`config`]: terminal types, limits, defaults, environment policy.
+//! - [`acp`]: the ACP agent shim (`ptyd acp`).
 //! - [`client`]: typed client over the socket.
 //! - [`cli`]: the `ptyd` command line.
 //! - [`pb`]: protobuf glue.
 //! - [`error`]: the library's error type.
 #![warn(missing_docs)]
 
+pub mod acp;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -17,12 +17,25 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Verb::Serve => {
+        Verb::Serve {
+            config,
+            check_config,
+        } => {
             init_tracing();
-            match runtime.block_on(serve(&cli.global)) {
+            match runtime.block_on(serve(&cli.global, config, check_config)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Verb::Acp(options) => {
+            init_tracing();
+            match runtime.block_on(ptyd::acp::run(&cli.global, options)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
                     ExitCode::from(1)
                 }
             }
@@ -54,8 +67,17 @@ fn init_tracing() {
     }
 }
 
-async fn serve(global: &ptyd::cli::Global) -> anyhow::Result<()> {
+async fn serve(
+    global: &ptyd::cli::Global,
+    config_path: Option<std::path::PathBuf>,
+    check_only: bool,
+) -> anyhow::Result<()> {
     use anyhow::Context;
+    let config = ptyd::config::Config::load(config_path.as_deref())?;
+    if check_only {
+        eprintln!("ptyd: configuration is valid");
+        return Ok(());
+    }
     let listener = match ptyd::server::activated_listener()? {
         Some(l) => l,
         None => {
@@ -82,6 +104,6 @@ async fn serve(global: &ptyd::cli::Global) -> anyhow::Result<()> {
             _ = int.recv() => {}
         }
     };
-    ptyd::server::serve(listener, ptyd::cli::serve_config(), shutdown).await?;
+    ptyd::server::serve(listener, config, shutdown).await?;
     Ok(())
 }

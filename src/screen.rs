@@ -298,31 +298,26 @@ impl Terminal {
 /// The cursor's logical position given the screen and what has scrolled into history.
 fn cursor_position(screen: &vt100::Screen, rec: &Recorder) -> Position {
     let (row, col) = screen.cursor_position();
-    let tail_wrapped = rec.tail_wrapped();
+    let cols = u32::from(screen.size().1.get());
     let mut line = rec.history.total_lines();
-    let mut col = u32::from(col);
-    let (_, cols) = screen.size();
-    // Count logical line starts among screen rows 0..=row.
+    // Rows of the cursor's logical line above the cursor row (wrapped continuations).
+    let mut rows_before = 0;
     for r in 0..=row {
         let continues = if r == 0 {
-            tail_wrapped
+            rec.tail_wrapped()
         } else {
             screen.row_wrapped(r - 1)
         };
         if continues {
-            col += u32::from(cols.get());
+            rows_before += 1;
         } else {
             line += 1;
-            col = if r == row {
-                col % u32::from(cols.get())
-            } else {
-                0
-            };
+            rows_before = 0;
         }
     }
     Position {
         line: line.max(1),
-        col,
+        col: rows_before * cols + u32::from(col),
     }
 }
 
@@ -461,5 +456,12 @@ mod tests {
         assert!(t.visible_screen().iter().any(|l| l.starts_with("pager 19")));
         t.feed(b"\x1b[?1049l");
         assert_eq!(all_lines(&t), vec!["keep"]);
+    }
+    #[test]
+    fn cursor_line_counts_a_partial_prompt() {
+        let mut t = term();
+        t.feed(b"$ echo \"x\r\n> ");
+        assert_eq!(t.cursor(), Position { line: 2, col: 2 });
+        assert_eq!(t.lines(1, 2), vec!["$ echo \"x", ">"]);
     }
 }

@@ -28,6 +28,9 @@ const PROBE_BACKOFF_MS: [u64; 8] = [1, 2, 4, 10, 25, 50, 100, 250];
 const WATCH_BUFFER: usize = 1024;
 /// How long JobKill waits for the interrupted command to settle before calling it killed.
 const KILL_SETTLE: Duration = Duration::from_secs(2);
+/// After a command-end mark, how long to wait for the prompt mark that follows it before
+/// settling anyway (a prompt without marks, such as a theme that rebuilt PS1 late).
+const PROMPT_SETTLE: Duration = Duration::from_millis(200);
 /// Raw bytes a streaming caller may fall behind by before the excess is dropped.
 const STREAM_BACKLOG: usize = 8 << 20;
 
@@ -111,6 +114,10 @@ pub(super) struct Actor {
     /// Position of the latest command-start mark whose end has not been seen.
     command_start: Option<Position>,
     unreported: Option<UnreportedEnd>,
+    /// When a command-end mark arrived whose prompt mark has not followed yet. A send settles
+    /// only once the prompt is drawn, so the next input finds the line editor ready (input
+    /// typed earlier would be echoed twice) and late prompt marks are not mistaken for new ones.
+    prompt_pending: Option<Instant>,
     /// Where the previous send's viewport ended.
     last_seen: Position,
     /// Next stdin probe and the back-off step that scheduled it.
@@ -146,6 +153,7 @@ impl Actor {
             shell_at_prompt: false,
             command_start: None,
             unreported: None,
+            prompt_pending: None,
             last_seen: Position::default(),
             next_probe: Some(now),
             probe_step: 0,
@@ -279,6 +287,7 @@ impl Actor {
                 let had_command = self.command_start.take().is_some();
                 let exit_code = if had_command { code } else { None };
                 self.shell_at_prompt = true;
+                self.prompt_pending = Some(Instant::now());
                 match self.active.as_mut() {
                     Some(a) if a.command_end.is_none() => a.command_end = Some((exit_code, at)),
                     Some(_) => {}
@@ -289,6 +298,7 @@ impl Actor {
                 }
             }
             Mark::PromptStart | Mark::InputStart => {
+                self.prompt_pending = None;
                 if self.command_start.is_none() {
                     self.shell_at_prompt = true;
                 }
@@ -595,9 +605,12 @@ impl Actor {
             return;
         };
         let input_written = self.outbox_pos >= self.outbox.len();
+        let prompt_drawn = self
+            .prompt_pending
+            .is_none_or(|at| now >= at + PROMPT_SETTLE);
         let observed = Observed {
             exited: self.exit.is_some(),
-            prompt_returned: a.command_end.is_some(),
+            prompt_returned: a.command_end.is_some() && prompt_drawn,
             stdin_blocked: a.stdin_blocked,
             input_written,
         };
