@@ -742,11 +742,10 @@ impl Actor {
     /// Lines from `start` up to `end` (the end line only when the cursor had left column 0),
     /// trailing blank lines dropped.
     fn region_lines(&self, start: u64, end: Position) -> Vec<String> {
-        let last = if end.col == 0 && end.line > start {
-            end.line - 1
-        } else {
-            end.line
-        };
+        if end.col == 0 && end.line <= start {
+            return Vec::new();
+        }
+        let last = if end.col == 0 { end.line - 1 } else { end.line };
         let mut lines = self.terminal.lines(start, last);
         while lines.last().is_some_and(|l| l.is_empty()) {
             lines.pop();
