@@ -95,11 +95,45 @@ impl vt100::Callbacks for Recorder {
     }
 }
 
+/// The main screen as it was when a full-screen program switched to the alternate screen; it
+/// does not change until the program switches back, and history readers keep seeing it.
+struct MainSnapshot {
+    lines: Vec<String>,
+    cursor: Position,
+}
+
+/// A control sequence `feed` handles around the emulator.
+#[derive(Clone, Copy)]
+enum Special {
+    /// Erase display: keep the visible lines in history first.
+    EraseDisplay,
+    /// Switch to the alternate screen: remember the main screen first.
+    AlternateScreen,
+}
+
+const SPECIALS: [(&[u8], Special); 4] = [
+    (ERASE_DISPLAY, Special::EraseDisplay),
+    (b"\x1b[?1049h", Special::AlternateScreen),
+    (b"\x1b[?1047h", Special::AlternateScreen),
+    (b"\x1b[?47h", Special::AlternateScreen),
+];
+
+/// A run of plain lines shorter than this (in lines beyond the screen height) goes through the
+/// emulator; the fast path only pays off when many lines scroll straight through.
+const FAST_PATH_MIN_EXTRA_LINES: usize = 16;
+
 /// One session's terminal: feed it output, read lines and the screen.
 pub struct Terminal {
     parser: vt100::Parser<Recorder>,
-    /// Tail of the previous chunk that may be the start of `ERASE_DISPLAY`.
+    /// Tail of the previous chunk that may be the start of a special sequence.
     carry: Vec<u8>,
+    /// The hidden main screen while the alternate screen shows.
+    main_snapshot: Option<MainSnapshot>,
+    /// A scroll region or disabled autowrap is in effect: lines do not simply scroll through.
+    unusual_modes: bool,
+    /// Whether runs of plain lines may bypass the emulator (always, except in tests that
+    /// compare both paths).
+    fast_path: bool,
 }
 
 impl Terminal {
@@ -116,29 +150,128 @@ impl Terminal {
         Terminal {
             parser: vt100::Parser::new_with_callbacks(nonzero(rows), nonzero(cols), 0, recorder),
             carry: Vec::new(),
+            main_snapshot: None,
+            unusual_modes: false,
+            fast_path: true,
         }
     }
 
     /// Interprets a chunk of PTY output.
     pub fn feed(&mut self, bytes: &[u8]) {
-        let mut input: &[u8] = bytes;
         let joined;
+        let mut input: &[u8] = bytes;
         if !self.carry.is_empty() {
             let mut v = std::mem::take(&mut self.carry);
             v.extend_from_slice(bytes);
             joined = v;
             input = &joined;
         }
-        while let Some(at) = find(input, ERASE_DISPLAY) {
-            self.parser.process(&input[..at]);
-            self.keep_screen_in_history();
-            self.parser.process(ERASE_DISPLAY);
-            input = &input[at + ERASE_DISPLAY.len()..];
+        while let Some((at, pattern, special)) = find_special(input) {
+            self.process(&input[..at]);
+            match special {
+                Special::EraseDisplay => self.keep_screen_in_history(),
+                Special::AlternateScreen if !self.alternate_screen() => {
+                    self.main_snapshot = Some(MainSnapshot {
+                        lines: self.screen_lines(),
+                        cursor: self.cursor(),
+                    });
+                }
+                Special::AlternateScreen => {}
+            }
+            self.parser.process(pattern);
+            input = &input[at + pattern.len()..];
         }
-        // Hold back a possible partial erase sequence at the end of the chunk.
-        let keep = partial_suffix(input, ERASE_DISPLAY);
-        self.parser.process(&input[..input.len() - keep]);
+        // Hold back a possible partial special sequence at the end of the chunk.
+        let keep = SPECIALS
+            .iter()
+            .map(|(p, _)| partial_suffix(input, p))
+            .max()
+            .unwrap_or(0);
+        self.process(&input[..input.len() - keep]);
         self.carry.extend_from_slice(&input[input.len() - keep..]);
+    }
+
+    /// Runs bytes through the emulator, letting long runs of plain lines skip it.
+    fn process(&mut self, bytes: &[u8]) {
+        self.scan_modes(bytes);
+        let mut rest = bytes;
+        while self.fast_path && !self.unusual_modes && !self.alternate_screen() {
+            let rows = usize::from(self.size().1);
+            let Some((start, lines)) = plain_run(rest, rows + FAST_PATH_MIN_EXTRA_LINES) else {
+                break;
+            };
+            self.parser.process(&rest[..start]);
+            let run_end = start + lines.iter().map(|l| l.len() + 2).sum::<usize>();
+            if self.cursor_on_blank_bottom_part() {
+                self.scroll_through(&rest[start..run_end], &lines, rows);
+            } else {
+                self.parser.process(&rest[start..run_end]);
+            }
+            rest = &rest[run_end..];
+        }
+        self.parser.process(rest);
+        if !self.alternate_screen() {
+            self.main_snapshot = None;
+        }
+    }
+
+    /// The fast path for `lines` (plain text and colours, each ended by CR LF) printed with the
+    /// cursor at the start of a blank row: the lines that would scroll straight off the screen go
+    /// to history directly, and only the last screenful goes through the emulator. The result is
+    /// the same as feeding everything (a unit test compares both).
+    fn scroll_through(&mut self, run: &[u8], lines: &[&[u8]], rows: usize) {
+        // What is above the cursor scrolls off first, blank lines included.
+        let cursor_row = self.parser.screen().cursor_position().0;
+        let above = self.logical_lines(cursor_row);
+        self.push_screen_lines(above);
+        self.parser.process(b"\x1b[H\x1b[2J");
+        let direct = lines.len() - (rows - 1);
+        let mut colours = Vec::new();
+        let rec = self.parser.callbacks_mut();
+        let mut plain = String::new();
+        for line in &lines[..direct] {
+            plain.clear();
+            strip_sgr(line, &mut plain, &mut colours);
+            rec.history.push(plain.trim_end_matches(' '));
+        }
+        // Keep the colour state the skipped lines left behind.
+        self.parser.process(&colours);
+        let skipped: usize = lines[..direct].iter().map(|l| l.len() + 2).sum();
+        self.parser.process(&run[skipped..]);
+    }
+
+    /// True when the cursor is at column 0 and its row and every row below it are blank.
+    fn cursor_on_blank_bottom_part(&self) -> bool {
+        let screen = self.parser.screen();
+        let (row, col) = screen.cursor_position();
+        col == 0 && last_content_row(screen).is_none_or(|last| last < row)
+    }
+
+    /// Tracks modes that change how lines scroll (scroll regions, autowrap).
+    fn scan_modes(&mut self, bytes: &[u8]) {
+        let mut i = 0;
+        while let Some(p) = bytes[i..].iter().position(|b| *b == 0x1b) {
+            let at = i + p;
+            i = at + 1;
+            if bytes.get(at + 1) != Some(&b'[') {
+                if bytes.get(at + 1) == Some(&b'c') {
+                    self.unusual_modes = false; // full reset
+                }
+                continue;
+            }
+            let params_start = at + 2;
+            let len = bytes[params_start..]
+                .iter()
+                .position(|b| !(b.is_ascii_digit() || *b == b';' || *b == b'?'))
+                .unwrap_or(bytes.len() - params_start);
+            let params = &bytes[params_start..params_start + len];
+            match bytes.get(params_start + len) {
+                Some(b'r') if !params.starts_with(b"?") => self.unusual_modes = !params.is_empty(),
+                Some(b'l') if params == b"?7" => self.unusual_modes = true,
+                Some(b'h') if params == b"?7" => self.unusual_modes = false,
+                _ => {}
+            }
+        }
     }
 
     /// Before an erase-display: pushes the visible main-screen lines into history.
@@ -147,6 +280,11 @@ impl Terminal {
             return;
         }
         let lines = self.screen_lines();
+        self.push_screen_lines(lines);
+    }
+
+    /// Pushes lines taken from the screen into history, continuing a wrapped history tail.
+    fn push_screen_lines(&mut self, lines: Vec<String>) {
         let rec = self.parser.callbacks_mut();
         let mut lines = lines.into_iter();
         if rec.tail_wrapped()
@@ -169,9 +307,13 @@ impl Terminal {
         std::mem::take(&mut self.parser.callbacks_mut().marks)
     }
 
-    /// The cursor's position in the line numbering.
+    /// The cursor's position in the line numbering (on the main screen: while a full-screen
+    /// program runs, where the cursor was when it started).
     pub fn cursor(&self) -> Position {
-        cursor_position(self.parser.screen(), self.parser.callbacks())
+        match &self.main_snapshot {
+            Some(snapshot) => snapshot.cursor,
+            None => cursor_position(self.parser.screen(), self.parser.callbacks()),
+        }
     }
 
     /// True while a full-screen program shows the alternate screen.
@@ -210,26 +352,50 @@ impl Terminal {
         self.parser.callbacks().history.first_line()
     }
 
-    /// Number of the newest line: history plus the screen up to its last non-blank row.
+    /// Number of the newest line: history plus the main screen up to its last non-blank row.
+    /// Cheap: counts rows without building strings.
     pub fn total_lines(&self) -> u64 {
-        let (base, lines) = self.screen_layout();
-        let continued = u64::from(self.parser.callbacks().tail_wrapped() && !lines.is_empty());
-        base + lines.len() as u64 - continued
+        let rec = self.parser.callbacks();
+        let base = rec.history.total_lines();
+        if let Some(snapshot) = &self.main_snapshot {
+            let continued = u64::from(rec.tail_wrapped() && !snapshot.lines.is_empty());
+            return base + snapshot.lines.len() as u64 - continued;
+        }
+        let screen = self.parser.screen();
+        let Some(last) = last_content_row(screen) else {
+            return base;
+        };
+        let mut lines = base;
+        for r in 0..=last {
+            let continues = if r == 0 {
+                rec.tail_wrapped()
+            } else {
+                screen.row_wrapped(r - 1)
+            };
+            if !continues {
+                lines += 1;
+            }
+        }
+        lines
     }
 
     /// Lines `from..=to` (clamped to what is retained), oldest first.
     pub fn lines(&self, from: u64, to: u64) -> Vec<String> {
-        let (base, screen) = self.screen_layout();
         let history = &self.parser.callbacks().history;
+        let base = history.total_lines();
+        let screen = match &self.main_snapshot {
+            Some(snapshot) => snapshot.lines.clone(),
+            None => self.screen_lines(),
+        };
         let from = from.max(history.first_line()).max(1);
         let mut out = Vec::new();
         if from > to {
             return out;
         }
         let tail_wrapped = self.parser.callbacks().tail_wrapped();
-        for n in from..=to.min(history.total_lines()) {
+        for n in from..=to.min(base) {
             let text = history.line(n).unwrap_or_default();
-            if n == history.total_lines() && tail_wrapped {
+            if n == base && tail_wrapped {
                 // The newest history line continues on the first screen row.
                 let rest = screen.first().map(String::as_str).unwrap_or_default();
                 out.push(format!("{text}{rest}").trim_end_matches(' ').to_owned());
@@ -247,21 +413,27 @@ impl Terminal {
         out
     }
 
-    /// History's line count before the screen, and the screen's logical lines (wrapped rows
-    /// joined) up to the last non-blank row. When the newest history line wraps onto the screen,
-    /// the first screen line is its continuation and `base` counts it already.
-    fn screen_layout(&self) -> (u64, Vec<String>) {
-        let history = &self.parser.callbacks().history;
-        (history.total_lines(), self.screen_lines())
+    /// The main screen's logical lines (wrapped rows joined), trailing blank lines dropped.
+    fn screen_lines(&self) -> Vec<String> {
+        let rows = self.parser.screen().size().0.get();
+        let mut lines = self.logical_lines(rows);
+        while lines.last().is_some_and(|l| l.is_empty()) {
+            lines.pop();
+        }
+        lines
     }
 
-    /// The main screen's logical lines, trailing blank lines dropped.
-    fn screen_lines(&self) -> Vec<String> {
+    /// The logical lines (wrapped rows joined, trailing spaces trimmed) of rows `0..rows`.
+    fn logical_lines(&self, rows: u16) -> Vec<String> {
         let screen = self.parser.screen();
-        let (rows, cols) = screen.size();
+        let (height, cols) = screen.size();
         let mut lines: Vec<String> = Vec::new();
         let mut joining = false;
-        for (r, text) in screen.rows(0, cols.get()).enumerate() {
+        for (r, text) in screen
+            .rows(0, cols.get())
+            .take(usize::from(rows))
+            .enumerate()
+        {
             if joining {
                 lines
                     .last_mut()
@@ -270,14 +442,11 @@ impl Terminal {
             } else {
                 lines.push(text);
             }
-            joining = (r as u16) < rows.get() - 1 && screen.row_wrapped(r as u16);
+            joining = (r as u16) < height.get() - 1 && screen.row_wrapped(r as u16);
         }
         for line in &mut lines {
             let len = line.trim_end_matches(' ').len();
             line.truncate(len);
-        }
-        while lines.last().is_some_and(|l| l.is_empty()) {
-            lines.pop();
         }
         lines
     }
@@ -292,6 +461,110 @@ impl Terminal {
     /// Bytes of history text retained (for memory accounting).
     pub fn history_heap_bytes(&self) -> usize {
         self.parser.callbacks().history.heap_bytes()
+    }
+}
+
+/// The last row with any content (text or coloured blanks), if any.
+fn last_content_row(screen: &vt100::Screen) -> Option<u16> {
+    let (rows, cols) = screen.size();
+    (0..rows.get()).rev().find(|&r| {
+        (0..cols.get()).any(|c| {
+            screen
+                .cell(r, c)
+                .is_some_and(|cell| cell.has_contents() || cell.bgcolor() != vt100::Color::Default)
+        })
+    })
+}
+
+/// The earliest special sequence in `input`: its offset, bytes and kind.
+fn find_special(input: &[u8]) -> Option<(usize, &'static [u8], Special)> {
+    let mut from = 0;
+    while let Some(p) = input[from..].iter().position(|b| *b == 0x1b) {
+        let at = from + p;
+        for (pattern, special) in SPECIALS {
+            if input[at..].starts_with(pattern) {
+                return Some((at, pattern, special));
+            }
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// Finds the first run of at least `min` consecutive plain lines (printable ASCII and SGR
+/// colour sequences, each ended by CR LF) that starts right after a CR LF. Returns the run's
+/// offset and its lines (without the CR LF).
+fn plain_run(bytes: &[u8], min: usize) -> Option<(usize, Vec<&[u8]>)> {
+    let mut run_start = None;
+    let mut lines: Vec<&[u8]> = Vec::new();
+    let mut pos = 0;
+    while let Some(nl) = find(&bytes[pos..], b"\r\n") {
+        let line = &bytes[pos..pos + nl];
+        let next = pos + nl + 2;
+        if run_start.is_some() && is_plain_line(line) {
+            lines.push(line);
+        } else {
+            if lines.len() >= min {
+                break;
+            }
+            lines.clear();
+            run_start = Some(next);
+        }
+        pos = next;
+    }
+    match run_start {
+        Some(start) if lines.len() >= min => Some((start, lines)),
+        _ => None,
+    }
+}
+
+/// Printable ASCII, with SGR sequences (`ESC [ digits ; m`) allowed.
+fn is_plain_line(line: &[u8]) -> bool {
+    let mut i = 0;
+    while i < line.len() {
+        match line[i] {
+            0x20..=0x7e => i += 1,
+            0x1b if line.get(i + 1) == Some(&b'[') => {
+                let len = line[i + 2..]
+                    .iter()
+                    .position(|b| !(b.is_ascii_digit() || *b == b';'))
+                    .unwrap_or(line.len());
+                if line.get(i + 2 + len) != Some(&b'm') {
+                    return false;
+                }
+                i += len + 3;
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Appends the text of a plain line to `text` and its SGR sequences to `colours` (only those
+/// since the last reset matter, so a reset clears the list).
+fn strip_sgr(line: &[u8], text: &mut String, colours: &mut Vec<u8>) {
+    let mut i = 0;
+    while i < line.len() {
+        if line[i] == 0x1b {
+            let end = i + line[i..]
+                .iter()
+                .position(|b| *b == b'm')
+                .unwrap_or(line.len() - i - 1);
+            let seq = &line[i..=end];
+            if seq == b"\x1b[m" || seq == b"\x1b[0m" {
+                colours.clear();
+            }
+            colours.extend_from_slice(seq);
+            i = end + 1;
+        } else {
+            let end = i + line[i..]
+                .iter()
+                .position(|b| *b == 0x1b)
+                .unwrap_or(line.len() - i);
+            // Plain lines are ASCII, so this is valid UTF-8.
+            text.push_str(std::str::from_utf8(&line[i..end]).unwrap_or_default());
+            i = end;
+        }
     }
 }
 
@@ -463,5 +736,83 @@ mod tests {
         t.feed(b"$ echo \"x\r\n> ");
         assert_eq!(t.cursor(), Position { line: 2, col: 2 });
         assert_eq!(t.lines(1, 2), vec!["$ echo \"x", ">"]);
+    }
+
+    /// A small deterministic generator for the differential test.
+    struct XorShift(u64);
+
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn random_stream(rng: &mut XorShift) -> Vec<u8> {
+        let mut out = Vec::new();
+        for _ in 0..2000 {
+            match rng.below(20) {
+                0 => out.extend_from_slice(b"progress 10%\rprogress 100%\r\n"),
+                1 => out.extend_from_slice(b"\x1b]133;C\x07"),
+                2 => out.extend_from_slice(b"a\x1b[1Ab\r\n"),
+                3 => out.extend_from_slice(&b"x".repeat(rng.below(130) as usize)),
+                4 if rng.below(10) == 0 => out.extend_from_slice(b"\x1b[H\x1b[2J"),
+                5 => out.extend_from_slice(b"\x1b[31mred\x1b[0m and \x1b[1;32mgreen\x1b[m\r\n"),
+                6 => out.extend_from_slice(b"\r\n"),
+                _ => {
+                    let n = rng.below(90);
+                    out.extend(format!("line {n} {}\r\n", "y".repeat(n as usize)).bytes());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn fast_path_matches_the_emulator() {
+        let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+        for round in 0..20 {
+            let stream = random_stream(&mut rng);
+            let mut fast = Terminal::new(40, 6, 100_000, 1 << 24);
+            let mut slow = Terminal::new(40, 6, 100_000, 1 << 24);
+            slow.fast_path = false;
+            let mut pos = 0;
+            while pos < stream.len() {
+                let n = (1 + rng.below(8000) as usize).min(stream.len() - pos);
+                fast.feed(&stream[pos..pos + n]);
+                slow.feed(&stream[pos..pos + n]);
+                pos += n;
+                assert_eq!(
+                    fast.total_lines(),
+                    slow.total_lines(),
+                    "round {round} at {pos}"
+                );
+                assert_eq!(fast.cursor(), slow.cursor(), "round {round} at {pos}");
+            }
+            assert_eq!(all_lines(&fast), all_lines(&slow), "round {round}");
+            assert_eq!(
+                fast.visible_screen(),
+                slow.visible_screen(),
+                "round {round}"
+            );
+            assert_eq!(fast.take_marks(), slow.take_marks(), "round {round}");
+        }
+    }
+
+    #[test]
+    fn history_reads_see_the_main_screen_while_a_pager_shows() {
+        let mut t = term();
+        t.feed(b"one\r\ntwo\r\n$ less f\r\n\x1b[?1049h\x1b[Hpage 1\r\npage 2");
+        assert!(t.alternate_screen());
+        assert_eq!(all_lines(&t), vec!["one", "two", "$ less f"]);
+        assert_eq!(t.total_lines(), 3);
+        t.feed(b"\x1b[?1049l$ ");
+        assert_eq!(all_lines(&t), vec!["one", "two", "$ less f", "$"]);
     }
 }
