@@ -1,7 +1,26 @@
 //! The ACP shim (`ptyd acp`): an Agent Client Protocol agent on stdio that turns each prompt
 //! into terminal operations on a ptyd session and renders them as the editor's terminal card.
+//!
+//! - `agent`: the ACP handlers (initialize, session/new, session/prompt, session/cancel) on the
+//!   official SDK.
+//! - `terminal`: a terminal send and its card; `pump`: coalescing and capping its output.
+//! - `slash`: slash commands; `wire`: the messages; `text`: pure text helpers.
+//! - `state`: per-connection state; `daemon`: the daemon on the socket or an in-process one.
+
+mod agent;
+mod daemon;
+mod pump;
+mod slash;
+mod state;
+mod terminal;
+mod text;
+mod wire;
 
 use crate::cli::Global;
+use std::sync::Arc;
+
+/// Longest a terminal send waits: the contract's maximum `timeout_ms` (10 minutes).
+pub const DEFAULT_TIMEOUT_MS: u32 = 600_000;
 
 /// Options of `ptyd acp`.
 #[derive(Debug, clap::Args)]
@@ -15,9 +34,62 @@ pub struct AcpOptions {
     /// Leave the sessions open when the editor disconnects
     #[arg(long)]
     pub keep_sessions: bool,
+    /// How long a prompt waits for its command to end or ask for input, in milliseconds
+    #[arg(long = "timeout-ms", default_value_t = DEFAULT_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u32).range(1..=600_000))]
+    pub timeout_ms: u32,
+    /// Output silence after which a prompt stops waiting (inferred_idle), in milliseconds
+    #[arg(long = "idle-ms", default_value_t = DEFAULT_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u32).range(50..=600_000))]
+    pub idle_ms: u32,
 }
 
-/// Runs the shim until the client closes stdin.
-pub async fn run(_global: &Global, _options: AcpOptions) -> Result<(), String> {
-    Err("the ACP shim is not part of this build yet".to_owned())
+/// Runs the shim until the client closes stdin, then closes the sessions it opened (unless
+/// `--keep-sessions`) and stops the in-process daemon if it started one.
+pub async fn run(global: &Global, options: AcpOptions) -> Result<(), String> {
+    let socket = global
+        .socket
+        .clone()
+        .unwrap_or_else(crate::server::default_socket_path);
+    let connection = daemon::Connection::establish(&socket).await?;
+    let shim = Arc::new(state::Shim::new(
+        connection.client.clone(),
+        options.agent_id,
+        options.type_name,
+        options.timeout_ms,
+        options.idle_ms,
+    ));
+    let served = tokio::select! {
+        served = agent::serve(shim.clone()) => served,
+        signal = terminated() => {
+            tracing::info!(signal, "stopping on a signal");
+            Ok(())
+        }
+    };
+    if options.keep_sessions && !connection.is_in_process() {
+        tracing::info!("the editor disconnected; keeping its terminal sessions");
+    } else {
+        tracing::info!("the editor disconnected; closing its terminal sessions");
+        shim.close_all().await;
+    }
+    connection.stop().await;
+    served.map_err(|e| format!("ACP connection: {e}"))
+}
+
+/// Resolves when the shim is asked to stop (SIGTERM, SIGINT or SIGHUP), so it still closes its
+/// sessions when an editor ends it instead of closing its stdin. Names the signal.
+async fn terminated() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+        _ = hup.recv() => "SIGHUP",
+    }
 }

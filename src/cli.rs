@@ -1,5 +1,6 @@
 //! The `ptyd` command line: `serve` runs the daemon; the client verbs call one RPC each and print
-//! its `rendered` text (or the typed response with `--json`).
+//! its `rendered` text (or the typed response with `--json`); `completions` prints a shell
+//! completion script. Failures print one line, `error: CODE: message`, and exit 2.
 
 use crate::client;
 use crate::pb;
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 
 /// Persistent PTY sessions for AI agents.
 #[derive(Debug, Parser)]
-#[command(name = "ptyd", version, about, long_about = None)]
+#[command(name = "ptyd", version, about, long_about = None, after_help = AFTER_HELP)]
 pub struct Cli {
     /// Options shared by every verb.
     #[command(flatten)]
@@ -18,6 +19,20 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Verb,
 }
+
+/// Examples and exit status, shown under `ptyd --help`.
+const AFTER_HELP: &str = "\
+Examples:
+  ptyd serve                      run the daemon (or: systemctl --user enable --now ptyd.socket)
+  ptyd open --name main           open a session; prints its id (t1)
+  ptyd send t1 'cargo test'       type a command, wait for the result
+  ptyd read t1 --count 50         page the session's history
+  ptyd close t1                   end the session and all of its processes
+  ptyd completions bash > ~/.local/share/bash-completion/completions/ptyd
+
+Exit status: 0 on success; `send` exits with the command's exit code when the shell reported one;
+2 when the request failed (printed as `error: CODE: message`).
+Run `ptyd <COMMAND> --help` for each command's options and an example.";
 
 /// Options every verb takes.
 #[derive(Debug, Args)]
@@ -46,6 +61,17 @@ pub enum Verb {
         /// Validate the config file and exit without serving
         #[arg(long)]
         check_config: bool,
+        /// Also serve on this TCP address, such as 127.0.0.1:7878 (needs --token-file)
+        #[arg(long, value_name = "ADDR", requires = "token_file")]
+        listen_tcp: Option<std::net::SocketAddr>,
+        /// File (mode 0600) holding the token TCP clients send as `authorization: Bearer
+        /// <token>` (only with --listen-tcp)
+        #[arg(long, value_name = "PATH", requires = "listen_tcp")]
+        token_file: Option<PathBuf>,
+        /// How Close finds every process of a session: auto, cgroup or subreaper [default:
+        /// the config file's, else auto]
+        #[arg(long, value_name = "MODE")]
+        process_tracking: Option<crate::reaper::ProcessTracking>,
     },
     /// Run the ACP agent shim on stdio (for Zed and other ACP editors).
     ///
@@ -59,32 +85,35 @@ pub enum Verb {
         #[arg(long = "type", default_value = "shell")]
         type_name: String,
         /// Display name
-        #[arg(long, default_value = "")]
+        #[arg(long, default_value = "", hide_default_value = true)]
         name: String,
-        /// Working directory (absolute, or relative to the workspace root)
-        #[arg(long, default_value = "")]
+        /// Working directory, absolute or relative to the workspace root [default: the workspace
+        /// root]
+        #[arg(long, default_value = "", hide_default_value = true)]
         cwd: String,
         /// Environment override NAME=VALUE (repeatable)
         #[arg(long = "env", value_parser = parse_env)]
         env: Vec<(String, String)>,
-        /// Columns (20..=1000)
-        #[arg(long, default_value_t = 0)]
+        /// Columns (20..=1000) [default: the daemon's, 120]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
         cols: u32,
-        /// Rows (5..=1000)
-        #[arg(long, default_value_t = 0)]
+        /// Rows (5..=1000) [default: the daemon's, 40]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
         rows: u32,
     },
     /// Type text into a session and wait for the result.
     ///
     /// Example: ptyd send t1 'cargo test'
     ///
-    /// Exit status: the command's exit code when the shell reported one (0 otherwise); 2 when
-    /// the request failed.
+    /// Exit status: the command's exit code when one is known (an integrated shell's wait ended
+    /// at the prompt, or the session exited with a code); 0 when none is (inferred_idle,
+    /// stdin_read, timeout, a background job, a type without integration); 2 when the request
+    /// failed.
     Send {
         /// Session id (t1)
         session: String,
         /// Text to type; Enter follows unless --no-submit
-        #[arg(default_value = "")]
+        #[arg(default_value = "", hide_default_value = true)]
         text: String,
         /// Do not press Enter after the text
         #[arg(long)]
@@ -95,14 +124,14 @@ pub enum Verb {
         /// Run as a background job and print its id
         #[arg(long)]
         background: bool,
-        /// Overall wait deadline in milliseconds (1..=600000)
-        #[arg(long, default_value_t = 0)]
+        /// Overall wait deadline in milliseconds (1..=600000) [default: 30000]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
         timeout_ms: u32,
-        /// Output silence that ends the wait, in milliseconds (50..=600000)
-        #[arg(long, default_value_t = 0)]
+        /// Output silence that ends the wait, in milliseconds (50..=600000) [default: 5000]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
         idle_ms: u32,
-        /// Cap on the result in bytes (64..=16777216)
-        #[arg(long, default_value_t = 0)]
+        /// Cap on the result in bytes (64..=16777216) [default: the daemon's]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
         max_result_bytes: u32,
     },
     /// Page a session's history, or show its screen.
@@ -114,8 +143,8 @@ pub enum Verb {
         /// Lines back from the newest
         #[arg(long, default_value_t = 0)]
         offset: u64,
-        /// Lines in the page (1..=10000)
-        #[arg(long, default_value_t = 0)]
+        /// Lines in the page (1..=10000) [default: 500]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
         count: u32,
         /// Absolute first line (overrides --offset)
         #[arg(long)]
@@ -123,8 +152,8 @@ pub enum Verb {
         /// Show the visible screen instead of history
         #[arg(long)]
         screen: bool,
-        /// Cap on the result in bytes
-        #[arg(long, default_value_t = 0)]
+        /// Cap on the result in bytes [default: the daemon's]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
         max_result_bytes: u32,
     },
     /// Send a signal to the session's foreground process group.
@@ -178,6 +207,25 @@ pub enum Verb {
     ///
     /// Example: ptyd types
     Types,
+    /// Print a shell completion script.
+    ///
+    /// Example: ptyd completions bash > ~/.local/share/bash-completion/completions/ptyd
+    ///
+    /// zsh: ptyd completions zsh > ~/.zfunc/_ptyd (with ~/.zfunc in fpath); fish: ptyd
+    /// completions fish > ~/.config/fish/completions/ptyd.fish.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The completion script for `shell` (generated into memory: clap_complete panics when its
+/// writer fails, and stdout may be a closed pipe).
+pub fn completion_script(shell: clap_complete::Shell) -> Vec<u8> {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "ptyd", &mut script);
+    script
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -192,13 +240,20 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
         .socket
         .clone()
         .unwrap_or_else(crate::server::default_socket_path);
-    let mut c = client::connect(&socket)
-        .await
-        .map_err(|e| format!("cannot reach ptyd at {}: {e}", socket.display()))?;
+    let mut c = client::connect(&socket).await.map_err(|e| {
+        format!(
+            "UNAVAILABLE: cannot reach ptyd at {}: {}; is the daemon running? (`ptyd serve`, \
+             or `systemctl --user start ptyd.socket`)",
+            socket.display(),
+            root_cause(&e)
+        )
+    })?;
     let agent_id = global.agent.clone();
     let (rendered, typed, status): (String, Value, i32) = match verb {
-        Verb::Serve { .. } | Verb::Acp(_) => {
-            return Err(CliError("serve and acp are not client verbs".into()));
+        Verb::Serve { .. } | Verb::Acp(_) | Verb::Completions { .. } => {
+            return Err(CliError(
+                "serve, acp and completions are not client verbs".into(),
+            ));
         }
         Verb::Open {
             type_name,
@@ -434,6 +489,16 @@ fn foreground_json(f: &pb::ForegroundResult) -> Value {
     })
 }
 
+/// The innermost error of `e`'s source chain: for a failed connection that is the OS error
+/// ("No such file or directory"), not the transport's generic wrapper.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut inner = e;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    inner.to_string()
+}
+
 /// A CLI failure, printed as one line.
 #[derive(Debug)]
 pub struct CliError(pub String);
@@ -446,7 +511,9 @@ impl From<String> for CliError {
 
 impl From<tonic::Status> for CliError {
     fn from(s: tonic::Status) -> CliError {
-        CliError(format!("{}: {}", code_name(s.code()), s.message()))
+        // One line even if a message carries a newline.
+        let message = s.message().replace('\n', " ");
+        CliError(format!("{}: {message}", code_name(s.code())))
     }
 }
 

@@ -1,7 +1,11 @@
 //! The daemon's configuration: terminal types, limits, defaults, the session environment policy
-//! and the workspace root. `Config::default()` is what the contract specifies.
+//! and the workspace root. `Config::default()` is what the contract specifies; `Config::load`
+//! reads the TOML config file over it (schema below, documented key by key in
+//! `config.example.toml`) and rejects a bad file naming the file, the key and the reason.
 
 use crate::marks::Integration;
+use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -60,6 +64,9 @@ pub struct Config {
     pub allow_root: bool,
     /// Grace period between the polite signal and the next one when closing.
     pub close_grace: Duration,
+    /// How Close finds every process of a session: one cgroup v2 per session, a per-session
+    /// subreaper, or `Auto` (cgroup when the daemon has a writable cgroup v2 subtree).
+    pub process_tracking: crate::reaper::ProcessTracking,
 }
 
 impl Default for Config {
@@ -97,21 +104,51 @@ impl Default for Config {
             workspace_root: home,
             allow_root: false,
             close_grace: Duration::from_millis(500),
+            process_tracking: crate::reaper::ProcessTracking::Auto,
         }
     }
 }
 
 impl Config {
     /// The configuration from `path`, or from `$XDG_CONFIG_HOME/ptyd/config.toml` (else
-    /// `~/.config/ptyd/config.toml`) when that exists, else the defaults.
+    /// `~/.config/ptyd/config.toml`) when that exists, else the defaults. An explicit `path` that
+    /// does not exist is an error; so is any file that does not parse or validate.
     pub fn load(path: Option<&Path>) -> crate::Result<Config> {
-        match path {
-            Some(p) if !p.exists() => Err(crate::Error::invalid(format!(
-                "config file {} does not exist",
-                p.display()
-            ))),
-            _ => Ok(Config::default()),
+        match Config::file_to_load(path) {
+            Some(file) => {
+                let text = std::fs::read_to_string(&file).map_err(|e| {
+                    crate::Error::invalid(format!("config file {}: {e}", file.display()))
+                })?;
+                Config::from_toml(&text, &file)
+            }
+            None => Ok(Config::default()),
         }
+    }
+
+    /// The file `load` reads: `explicit` when given, else the default path when a file exists
+    /// there, else none (the built-in defaults apply).
+    pub fn file_to_load(explicit: Option<&Path>) -> Option<PathBuf> {
+        match explicit {
+            Some(p) => Some(p.to_path_buf()),
+            None => Config::default_path().filter(|p| p.exists()),
+        }
+    }
+
+    /// `$XDG_CONFIG_HOME/ptyd/config.toml`, else `$HOME/.config/ptyd/config.toml` (XDG base
+    /// directory rules: a relative `XDG_CONFIG_HOME` is ignored).
+    pub fn default_path() -> Option<PathBuf> {
+        default_path_from(
+            std::env::var_os("XDG_CONFIG_HOME"),
+            std::env::var_os("HOME"),
+        )
+    }
+
+    /// The defaults with the config file's `text` applied; `file` is named in errors.
+    pub fn from_toml(text: &str, file: &Path) -> crate::Result<Config> {
+        let parsed = parse_file(text).map_err(|e| e.in_file(file))?;
+        let mut config = Config::default();
+        parsed.apply(&mut config).map_err(|e| e.in_file(file))?;
+        Ok(config)
     }
 
     /// The type registered under `name`.
@@ -195,4 +232,756 @@ fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     path.metadata()
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// `default_path` over explicit values of `XDG_CONFIG_HOME` and `HOME`.
+fn default_path_from(
+    xdg_config_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    let absolute = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    absolute(xdg_config_home)
+        .or_else(|| absolute(home).map(|home| home.join(".config")))
+        .map(|dir| dir.join("ptyd").join("config.toml"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The config file. Every key is optional (an absent key keeps its default); unknown keys are
+// errors, so a typo cannot silently leave a default in force. Numbers are read as u64 and
+// range-checked here, so an out-of-range value gets a message with the allowed range.
+
+/// The file's top level.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    /// `Config::workspace_root`; `~` and `~/...` expand to `$HOME`.
+    workspace_root: Option<String>,
+    /// `Config::allow_root`.
+    allow_root: Option<bool>,
+    /// `Config::close_grace`, in milliseconds.
+    close_grace_ms: Option<u64>,
+    /// `Config::process_tracking`: `auto`, `cgroup` or `subreaper`.
+    process_tracking: Option<String>,
+    /// `[limits]`.
+    #[serde(default)]
+    limits: LimitsFile,
+    /// `[defaults]`.
+    #[serde(default)]
+    defaults: DefaultsFile,
+    /// `[environment]`.
+    #[serde(default)]
+    environment: EnvironmentFile,
+    /// `[[types]]`: each adds a type, or replaces the built-in type of the same name in place.
+    #[serde(default)]
+    types: Vec<TypeFile>,
+}
+
+/// `[limits]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsFile {
+    sessions_per_agent: Option<u64>,
+    sessions_total: Option<u64>,
+    jobs_per_agent: Option<u64>,
+}
+
+/// `[defaults]`: what a session gets when the request does not say.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefaultsFile {
+    cols: Option<u64>,
+    rows: Option<u64>,
+    history_lines: Option<u64>,
+    history_bytes: Option<u64>,
+    startup_timeout_ms: Option<u64>,
+    startup_idle_ms: Option<u64>,
+}
+
+/// `[environment]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvironmentFile {
+    /// Replaces the built-in allowlist.
+    allowlist: Option<Vec<String>>,
+    /// Merged over the built-in defaults by name.
+    defaults: Option<BTreeMap<String, String>>,
+}
+
+/// One `[[types]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TypeFile {
+    name: String,
+    argv: Vec<String>,
+    /// `bash`, `zsh`, `fish` or `none` (the default).
+    integration: Option<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+/// What is wrong with a config file, before the file's name is attached.
+#[derive(Debug)]
+struct FileError {
+    /// The dotted key (`limits.sessions_total`, `types[0].argv`); empty for a syntax error.
+    key: String,
+    /// The 1-based line, when the parser knows it.
+    line: Option<usize>,
+    /// What is wrong and, where useful, what is allowed.
+    reason: String,
+}
+
+impl FileError {
+    fn at(key: impl Into<String>, reason: impl Into<String>) -> FileError {
+        FileError {
+            key: key.into(),
+            line: None,
+            reason: reason.into(),
+        }
+    }
+
+    /// One line: `config file F[, line N][: key `K`]: reason`.
+    fn in_file(self, file: &Path) -> crate::Error {
+        let mut message = format!("config file {}", file.display());
+        if let Some(line) = self.line {
+            message.push_str(&format!(", line {line}"));
+        }
+        if !self.key.is_empty() {
+            message.push_str(&format!(": key `{}`", self.key));
+        }
+        message.push_str(": ");
+        message.push_str(&self.reason);
+        crate::Error::invalid(message)
+    }
+}
+
+/// Parses the file's text into its schema (syntax, types and unknown keys).
+fn parse_file(text: &str) -> Result<ConfigFile, FileError> {
+    let line_of = |span: Option<std::ops::Range<usize>>| {
+        span.and_then(|s| text.get(..s.start))
+            .map(|before| before.matches('\n').count() + 1)
+    };
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| FileError {
+        key: String::new(),
+        line: line_of(e.span()),
+        reason: format!("invalid TOML: {}", e.message()),
+    })?;
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        FileError {
+            key: if key == "." { String::new() } else { key },
+            line: line_of(inner.span()),
+            reason: inner.message().to_owned(),
+        }
+    })
+}
+
+/// `value` when it is within `min..=max`, else an error naming `key` and the range.
+fn ranged(key: &str, value: u64, min: u64, max: u64) -> Result<u64, FileError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(FileError::at(
+            key,
+            format!("must be between {min} and {max}, got {value}"),
+        ))
+    }
+}
+
+/// An environment variable name: letters, digits and `_`, not starting with a digit.
+fn is_env_name(name: &str) -> bool {
+    name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Checks the names and values of an environment table at `key`.
+fn env_table(
+    key: &str,
+    table: BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, FileError> {
+    for (name, value) in &table {
+        if !is_env_name(name) {
+            return Err(FileError::at(
+                key,
+                format!(
+                    "{name:?} is not an environment variable name (letters, digits and _, not starting with a digit)"
+                ),
+            ));
+        }
+        if value.contains('\0') {
+            return Err(FileError::at(
+                format!("{key}.{name}"),
+                "the value contains a NUL byte",
+            ));
+        }
+    }
+    Ok(table.into_iter().collect())
+}
+
+/// Expands a leading `~` and requires an absolute path to an existing directory.
+fn workspace_root(raw: &str) -> Result<PathBuf, FileError> {
+    let home = || std::env::var_os("HOME").map(PathBuf::from);
+    let path = match raw.strip_prefix('~') {
+        Some("") => home(),
+        Some(rest) if rest.starts_with('/') => home().map(|h| h.join(&rest[1..])),
+        _ => Some(PathBuf::from(raw)),
+    }
+    .ok_or_else(|| FileError::at("workspace_root", "`~` needs HOME to be set"))?;
+    if !path.is_absolute() {
+        return Err(FileError::at(
+            "workspace_root",
+            format!("must be an absolute path (or start with ~/), got {raw:?}"),
+        ));
+    }
+    if !path.is_dir() {
+        return Err(FileError::at(
+            "workspace_root",
+            format!("{} is not an existing directory", path.display()),
+        ));
+    }
+    Ok(path)
+}
+
+/// Checks one `[[types]]` entry (the `index`th) and turns it into a `TerminalType`.
+fn terminal_type(index: usize, t: TypeFile) -> Result<TerminalType, FileError> {
+    let key = |field: &str| format!("types[{index}].{field}");
+    if t.name.is_empty()
+        || t.name.len() > 64
+        || !t
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    {
+        return Err(FileError::at(
+            key("name"),
+            format!(
+                "must be 1 to 64 letters, digits, '_', '-' or '.', got {:?}",
+                t.name
+            ),
+        ));
+    }
+    match t.argv.first() {
+        None => {
+            return Err(FileError::at(
+                key("argv"),
+                "must name a program: it is empty",
+            ));
+        }
+        Some(program) if program.is_empty() => {
+            return Err(FileError::at(key("argv"), "the program (argv[0]) is empty"));
+        }
+        Some(_) => {}
+    }
+    if t.argv.iter().any(|a| a.contains('\0')) {
+        return Err(FileError::at(
+            key("argv"),
+            "an argument contains a NUL byte",
+        ));
+    }
+    let integration = match t.integration.as_deref() {
+        None => Integration::None,
+        Some(name) => Integration::from_name(name).ok_or_else(|| {
+            FileError::at(
+                key("integration"),
+                format!("must be one of bash, zsh, fish, none; got {name:?}"),
+            )
+        })?,
+    };
+    if t.description.chars().any(char::is_control) {
+        return Err(FileError::at(
+            key("description"),
+            "must be one line without control characters",
+        ));
+    }
+    let env = env_table(&key("env"), t.env)?;
+    if find_program(&t.argv[0]).is_none() {
+        tracing::warn!(
+            r#type = %t.name,
+            program = %t.argv[0],
+            "the program of a configured type is not in the daemon's PATH; opening it will fail"
+        );
+    }
+    Ok(TerminalType {
+        name: t.name,
+        argv: t.argv,
+        integration,
+        description: t.description,
+        env,
+    })
+}
+
+impl ConfigFile {
+    /// Validates every key and applies the file over `config` (the defaults).
+    fn apply(self, config: &mut Config) -> Result<(), FileError> {
+        if let Some(raw) = &self.workspace_root {
+            config.workspace_root = workspace_root(raw)?;
+        }
+        if let Some(allow) = self.allow_root {
+            config.allow_root = allow;
+        }
+        if let Some(ms) = self.close_grace_ms {
+            config.close_grace = Duration::from_millis(ranged("close_grace_ms", ms, 0, 60_000)?);
+        }
+        if let Some(mode) = &self.process_tracking {
+            config.process_tracking = mode.parse().map_err(|_| {
+                FileError::at(
+                    "process_tracking",
+                    format!("must be one of auto, cgroup, subreaper; got {mode:?}"),
+                )
+            })?;
+        }
+
+        let l = self.limits;
+        if let Some(n) = l.sessions_per_agent {
+            config.limits.sessions_per_agent =
+                ranged("limits.sessions_per_agent", n, 1, 10_000)? as usize;
+        }
+        if let Some(n) = l.sessions_total {
+            config.limits.sessions_total = ranged("limits.sessions_total", n, 1, 10_000)? as usize;
+        }
+        if let Some(n) = l.jobs_per_agent {
+            config.limits.jobs_per_agent = ranged("limits.jobs_per_agent", n, 1, 100_000)? as usize;
+        }
+        if config.limits.sessions_per_agent > config.limits.sessions_total {
+            return Err(FileError::at(
+                "limits.sessions_per_agent",
+                format!(
+                    "({}) must not exceed limits.sessions_total ({})",
+                    config.limits.sessions_per_agent, config.limits.sessions_total
+                ),
+            ));
+        }
+
+        let d = self.defaults;
+        if let Some(n) = d.cols {
+            // The same ranges `Open` accepts for `cols` and `rows`.
+            config.cols = ranged("defaults.cols", n, 20, 1000)? as u16;
+        }
+        if let Some(n) = d.rows {
+            config.rows = ranged("defaults.rows", n, 5, 1000)? as u16;
+        }
+        if let Some(n) = d.history_lines {
+            config.history_lines = ranged("defaults.history_lines", n, 100, 100_000_000)?;
+        }
+        if let Some(n) = d.history_bytes {
+            config.history_bytes = ranged("defaults.history_bytes", n, 64 << 10, 4 << 30)? as usize;
+        }
+        if let Some(ms) = d.startup_timeout_ms {
+            config.startup_timeout =
+                Duration::from_millis(ranged("defaults.startup_timeout_ms", ms, 100, 600_000)?);
+        }
+        if let Some(ms) = d.startup_idle_ms {
+            config.startup_idle =
+                Duration::from_millis(ranged("defaults.startup_idle_ms", ms, 50, 600_000)?);
+        }
+
+        let e = self.environment;
+        if let Some(allowlist) = e.allowlist {
+            for (i, entry) in allowlist.iter().enumerate() {
+                let name = entry.strip_suffix('*').unwrap_or(entry);
+                // `LC_*` style prefixes; a lone `*` passes the whole environment (the user asked).
+                let ok = if entry.ends_with('*') {
+                    name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                } else {
+                    is_env_name(name)
+                };
+                if !ok {
+                    return Err(FileError::at(
+                        format!("environment.allowlist[{i}]"),
+                        format!("{entry:?} is neither a variable name nor a PREFIX* pattern"),
+                    ));
+                }
+            }
+            config.env_allowlist = allowlist;
+        }
+        if let Some(defaults) = e.defaults {
+            for (name, value) in env_table("environment.defaults", defaults)? {
+                match config.env_defaults.iter_mut().find(|(n, _)| *n == name) {
+                    Some(slot) => slot.1 = value,
+                    None => config.env_defaults.push((name, value)),
+                }
+            }
+        }
+
+        let mut defined: Vec<String> = Vec::new();
+        for (index, t) in self.types.into_iter().enumerate() {
+            let ty = terminal_type(index, t)?;
+            if let Some(first) = defined.iter().position(|n| *n == ty.name) {
+                return Err(FileError::at(
+                    format!("types[{index}].name"),
+                    format!("type {:?} is already defined by types[{first}]", ty.name),
+                ));
+            }
+            defined.push(ty.name.clone());
+            match config.types.iter_mut().find(|b| b.name == ty.name) {
+                Some(builtin) => *builtin = ty,
+                None => config.types.push(ty),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(text: &str) -> crate::Result<Config> {
+        Config::from_toml(text, Path::new("/etc/x/config.toml"))
+    }
+
+    /// The error message for `text`; panics when it loads.
+    fn error_of(text: &str) -> String {
+        match load_text(text) {
+            Ok(_) => panic!("expected {text:?} to be rejected"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[track_caller]
+    fn assert_rejected(text: &str, key: &str, reason: &str) {
+        let message = error_of(text);
+        assert!(
+            message.starts_with("config file /etc/x/config.toml"),
+            "names the file: {message}"
+        );
+        assert!(
+            message.contains(&format!("key `{key}`")),
+            "names the key {key}: {message}"
+        );
+        assert!(message.contains(reason), "says {reason:?}: {message}");
+        assert!(!message.contains('\n'), "one line: {message:?}");
+    }
+
+    /// The fields a file can set, for comparing whole configurations.
+    fn settings(c: &Config) -> String {
+        format!(
+            "{:?} {:?} {} {} {} {} {:?} {:?} {:?} {:?} {:?} {} {:?} {:?}",
+            c.types,
+            c.limits,
+            c.cols,
+            c.rows,
+            c.history_lines,
+            c.history_bytes,
+            c.startup_timeout,
+            c.startup_idle,
+            c.env_allowlist,
+            c.env_defaults,
+            c.workspace_root,
+            c.allow_root,
+            c.close_grace,
+            c.process_tracking
+        )
+    }
+
+    #[test]
+    fn an_empty_file_is_the_defaults() {
+        let config = load_text("").expect("an empty file loads");
+        assert_eq!(settings(&config), settings(&Config::default()));
+    }
+
+    #[test]
+    fn the_example_file_parses_and_states_the_defaults() {
+        let config =
+            load_text(include_str!("../config.example.toml")).expect("config.example.toml loads");
+        assert_eq!(
+            settings(&config),
+            settings(&Config::default()),
+            "every value in config.example.toml must be the default it documents"
+        );
+    }
+
+    #[test]
+    fn the_example_types_are_valid_when_uncommented() {
+        let example = include_str!("../config.example.toml");
+        let start = example.find("# [[types]]").expect("the example has types");
+        let uncommented: String = example[start..]
+            .lines()
+            .map(|l| l.strip_prefix("# ").unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let config = load_text(&uncommented).expect("the commented type examples load");
+        assert!(config.find_type("py").is_some());
+        assert_eq!(config.find_type("shell").unwrap().argv, ["/bin/zsh"]);
+    }
+
+    #[test]
+    fn every_key_is_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            r#"
+workspace_root = "{}"
+allow_root = true
+close_grace_ms = 250
+process_tracking = "subreaper"
+[limits]
+sessions_per_agent = 2
+sessions_total = 3
+jobs_per_agent = 4
+[defaults]
+cols = 80
+rows = 24
+history_lines = 1000
+history_bytes = 1048576
+startup_timeout_ms = 2000
+startup_idle_ms = 300
+[environment]
+allowlist = ["PATH", "XDG_*"]
+defaults = {{ PAGER = "less", EDITOR = "true" }}
+"#,
+            dir.path().display()
+        );
+        let c = load_text(&text).expect("loads");
+        assert_eq!(c.workspace_root, dir.path());
+        assert!(c.allow_root);
+        assert_eq!(c.close_grace, Duration::from_millis(250));
+        assert_eq!(
+            c.process_tracking,
+            crate::reaper::ProcessTracking::Subreaper
+        );
+        assert_eq!(
+            (
+                c.limits.sessions_per_agent,
+                c.limits.sessions_total,
+                c.limits.jobs_per_agent
+            ),
+            (2, 3, 4)
+        );
+        assert_eq!((c.cols, c.rows), (80, 24));
+        assert_eq!((c.history_lines, c.history_bytes), (1000, 1 << 20));
+        assert_eq!(c.startup_timeout, Duration::from_secs(2));
+        assert_eq!(c.startup_idle, Duration::from_millis(300));
+        assert_eq!(c.env_allowlist, ["PATH", "XDG_*"]);
+        let default = |name: &str| {
+            c.env_defaults
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(default("PAGER"), Some("less"), "replaced by name");
+        assert_eq!(default("EDITOR"), Some("true"), "added");
+        assert_eq!(default("GIT_PAGER"), Some("cat"), "the others are kept");
+    }
+
+    #[test]
+    fn a_new_type_is_added_after_the_builtins() {
+        let c = load_text(
+            r#"
+[[types]]
+name = "py"
+argv = ["python3", "-q"]
+integration = "none"
+description = "python"
+env = { PYTHONUNBUFFERED = "1" }
+"#,
+        )
+        .expect("loads");
+        let builtin = Config::default().types.len();
+        assert_eq!(c.types.len(), builtin + 1);
+        let py = c.types.last().unwrap();
+        assert_eq!(py.name, "py");
+        assert_eq!(py.argv, ["python3", "-q"]);
+        assert_eq!(py.integration, Integration::None);
+        assert_eq!(py.description, "python");
+        assert_eq!(py.env, [("PYTHONUNBUFFERED".into(), "1".into())]);
+    }
+
+    #[test]
+    fn a_type_with_a_builtin_name_replaces_it_in_place() {
+        let c = load_text(
+            r#"
+[[types]]
+name = "python"
+argv = ["python3", "-I"]
+"#,
+        )
+        .expect("loads");
+        let defaults = Config::default();
+        assert_eq!(c.types.len(), defaults.types.len());
+        let at = defaults
+            .types
+            .iter()
+            .position(|t| t.name == "python")
+            .unwrap();
+        assert_eq!(c.types[at].argv, ["python3", "-I"]);
+        assert_eq!(
+            c.types[at].integration,
+            Integration::None,
+            "integration defaults to none"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_path_and_line() {
+        assert_rejected(
+            "[limits]\nsesions_total = 3\n",
+            "limits.sesions_total",
+            "unknown field `sesions_total`",
+        );
+        assert!(error_of("[limits]\nsesions_total = 3\n").contains(", line 2:"));
+        assert_rejected("colour = true\n", "colour", "unknown field");
+        assert_rejected(
+            "[[types]]\nname = \"x\"\nargv = [\"x\"]\ncolor = 1\n",
+            "types[0].color",
+            "unknown field",
+        );
+    }
+
+    #[test]
+    fn wrong_types_and_ranges_name_the_key() {
+        assert_rejected(
+            "[defaults]\ncols = \"wide\"\n",
+            "defaults.cols",
+            "invalid type",
+        );
+        assert_rejected(
+            "[defaults]\ncols = 5000\n",
+            "defaults.cols",
+            "between 20 and 1000, got 5000",
+        );
+        assert_rejected(
+            "[defaults]\nrows = 1\n",
+            "defaults.rows",
+            "between 5 and 1000",
+        );
+        assert_rejected(
+            "[limits]\nsessions_total = 0\n",
+            "limits.sessions_total",
+            "between 1",
+        );
+        assert_rejected(
+            "[limits]\nsessions_per_agent = 10\nsessions_total = 5\n",
+            "limits.sessions_per_agent",
+            "must not exceed",
+        );
+        assert_rejected(
+            "[defaults]\nstartup_timeout_ms = -1\n",
+            "defaults.startup_timeout_ms",
+            "-1",
+        );
+        assert_rejected("close_grace_ms = 600000\n", "close_grace_ms", "between 0");
+        assert_rejected("allow_root = \"yes\"\n", "allow_root", "invalid type");
+        assert_rejected(
+            "process_tracking = \"pids\"\n",
+            "process_tracking",
+            "must be one of auto, cgroup, subreaper",
+        );
+    }
+
+    #[test]
+    fn bad_types_name_the_entry_and_field() {
+        let ty = |body: &str| format!("[[types]]\n{body}\n");
+        assert_rejected(
+            &ty("name = \"py\"\nargv = [\"python3\"]\nintegration = \"bsh\""),
+            "types[0].integration",
+            "must be one of bash, zsh, fish, none",
+        );
+        assert_rejected(
+            &ty("name = \"py\"\nargv = []"),
+            "types[0].argv",
+            "must name a program",
+        );
+        assert_rejected(
+            &ty("name = \"py\"\nargv = [\"\"]"),
+            "types[0].argv",
+            "empty",
+        );
+        assert_rejected(&ty("argv = [\"x\"]"), "types[0]", "missing field `name`");
+        assert_rejected(
+            &ty("name = \"a b\"\nargv = [\"x\"]"),
+            "types[0].name",
+            "must be 1 to 64",
+        );
+        assert_rejected(
+            &ty("name = \"x\"\nargv = [\"x\"]\nenv = { \"A=B\" = \"1\" }"),
+            "types[0].env",
+            "not an environment variable name",
+        );
+        assert_rejected(
+            &format!(
+                "{}{}",
+                ty("name = \"x\"\nargv = [\"x\"]"),
+                ty("name = \"x\"\nargv = [\"y\"]")
+            ),
+            "types[1].name",
+            "already defined by types[0]",
+        );
+    }
+
+    #[test]
+    fn bad_environment_and_workspace_are_rejected() {
+        assert_rejected(
+            "[environment]\nallowlist = [\"PATH\", \"LC *\"]\n",
+            "environment.allowlist[1]",
+            "PREFIX*",
+        );
+        assert_rejected(
+            "[environment.defaults]\n\"1X\" = \"y\"\n",
+            "environment.defaults",
+            "not an environment variable name",
+        );
+        assert_rejected(
+            "workspace_root = \"relative/dir\"\n",
+            "workspace_root",
+            "absolute",
+        );
+        assert_rejected(
+            "workspace_root = \"/nonexistent/ptyd-workspace\"\n",
+            "workspace_root",
+            "not an existing directory",
+        );
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_line() {
+        let message = error_of("[limits]\nsessions_total = \n");
+        assert!(
+            message.starts_with("config file /etc/x/config.toml, line 2: invalid TOML"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_default_path_follows_xdg() {
+        let path = |xdg: Option<&str>, home: Option<&str>| {
+            default_path_from(xdg.map(Into::into), home.map(Into::into))
+        };
+        assert_eq!(
+            path(Some("/cfg"), Some("/home/u")),
+            Some(PathBuf::from("/cfg/ptyd/config.toml"))
+        );
+        assert_eq!(
+            path(None, Some("/home/u")),
+            Some(PathBuf::from("/home/u/.config/ptyd/config.toml"))
+        );
+        assert_eq!(
+            path(Some("relative"), Some("/home/u")),
+            Some(PathBuf::from("/home/u/.config/ptyd/config.toml")),
+            "a relative XDG_CONFIG_HOME is ignored"
+        );
+        assert_eq!(path(None, None), None);
+    }
+
+    #[test]
+    fn an_explicit_missing_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope.toml");
+        let message = Config::load(Some(&missing))
+            .expect_err("a missing --config file is an error")
+            .to_string();
+        assert!(
+            message.contains(&missing.display().to_string()),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn an_explicit_file_is_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "[defaults]\ncols = 100\n").unwrap();
+        assert_eq!(Config::load(Some(&file)).expect("loads").cols, 100);
+    }
 }

@@ -4,6 +4,7 @@
 //!
 //! # Layout
 //! - [`server`]: the socket, peer check, and `serve(listener, config, shutdown)`.
+//! - [`h2_authority`]: accepts clients that send the socket path as HTTP/2 `:authority`.
 //! - [`service`]: the gRPC `Terminals` service and the error-to-status table.
 //! - [`registry`]: sessions keyed by owner agent; ids; limits.
 //! - [`session`]: one actor task per PTY session.
@@ -14,6 +15,8 @@
 //! - [`waiting`]: deciding the wait reason (pure).
 //! - [`render`]: byte-capped model-facing text (pure).
 //! - [`reaper`]: finding and ending a session's process tree.
+//! - [`cgroup`]: one cgroup v2 per session under the daemon's delegated subtree.
+//! - [`shim`]: the per-session helper that owns a session's process tree (a subreaper).
 //! - [`validate`]: request checks with messages that name the field (pure).
 //! - [`config`]: terminal types, limits, defaults, environment policy.
 //! - [`acp`]: the ACP agent shim (`ptyd acp`).
@@ -24,10 +27,12 @@
 #![warn(missing_docs)]
 
 pub mod acp;
+pub mod cgroup;
 pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod h2_authority;
 pub mod history;
 pub mod marks;
 pub mod pb;
@@ -39,6 +44,7 @@ pub mod screen;
 pub mod server;
 pub mod service;
 pub mod session;
+pub mod shim;
 pub mod validate;
 pub mod waiting;
 

@@ -6,6 +6,17 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Verb::Completions { shell } = cli.command {
+        use std::io::Write;
+        let script = ptyd::cli::completion_script(shell);
+        return match std::io::stdout().write_all(&script) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                eprintln!("error: writing the completion script: {e}");
+                ExitCode::from(2)
+            }
+            _ => ExitCode::SUCCESS,
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -20,9 +31,17 @@ fn main() -> ExitCode {
         Verb::Serve {
             config,
             check_config,
+            listen_tcp,
+            token_file,
+            process_tracking,
         } => {
             init_tracing();
-            match runtime.block_on(serve(&cli.global, config, check_config)) {
+            let options = ServeFlags {
+                listen_tcp,
+                token_file,
+                process_tracking,
+            };
+            match runtime.block_on(serve(&cli.global, config, check_config, options)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -67,19 +86,52 @@ fn init_tracing() {
     }
 }
 
+/// `serve`'s flags beyond the config file.
+struct ServeFlags {
+    listen_tcp: Option<std::net::SocketAddr>,
+    token_file: Option<std::path::PathBuf>,
+    process_tracking: Option<ptyd::reaper::ProcessTracking>,
+}
+
 async fn serve(
     global: &ptyd::cli::Global,
     config_path: Option<std::path::PathBuf>,
     check_only: bool,
+    flags: ServeFlags,
 ) -> anyhow::Result<()> {
     use anyhow::Context;
-    let config = ptyd::config::Config::load(config_path.as_deref())?;
+    let mut config = ptyd::config::Config::load(config_path.as_deref())?;
+    if let Some(tracking) = flags.process_tracking {
+        config.process_tracking = tracking;
+    }
+    let config_file = ptyd::config::Config::file_to_load(config_path.as_deref());
     if check_only {
-        eprintln!("ptyd: configuration is valid");
+        match config_file {
+            Some(file) => eprintln!("ptyd: configuration {} is valid", file.display()),
+            None => eprintln!("ptyd: no configuration file; the built-in defaults apply"),
+        }
         return Ok(());
     }
+    match &config_file {
+        Some(file) => tracing::info!(file = %file.display(), "configuration loaded"),
+        None => tracing::info!("no configuration file; using the built-in defaults"),
+    }
+    // Handlers first: a SIGTERM that arrives once the socket is announced must shut down
+    // cleanly, not kill the process with the default action.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    };
     let listener = match ptyd::server::activated_listener()? {
-        Some(l) => l,
+        Some(l) => {
+            tracing::info!("serving the socket passed by systemd socket activation");
+            l
+        }
         None => {
             let path = global
                 .socket
@@ -91,19 +143,20 @@ async fn serve(
             l
         }
     };
-    let shutdown = async {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
+    let tcp = match (flags.listen_tcp, flags.token_file) {
+        (Some(address), Some(token_file)) => {
+            let token = ptyd::server::read_token_file(&token_file)?;
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("listening on tcp {address}"))?;
+            eprintln!(
+                "ptyd: also listening on tcp {} (bearer token required)",
+                listener.local_addr().unwrap_or(address)
+            );
+            Some(ptyd::server::TcpServing { listener, token })
         }
+        _ => None,
     };
-    ptyd::server::serve(listener, config, shutdown).await?;
+    ptyd::server::serve_with(listener, tcp, config, shutdown).await?;
     Ok(())
 }

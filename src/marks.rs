@@ -53,6 +53,9 @@ pub enum Mark {
     CommandEnd(Option<i32>),
     /// OSC 7: the shell's working directory (a `file://host/path` URL, kept as sent).
     Cwd(String),
+    /// ptyd's own OSC 133;ptyd-rejected: the shell refused the line (a syntax error) and keeps
+    /// it in its editor, where the next input would be appended to it (fish does this).
+    LineRejected,
 }
 
 /// Parses the `;`-separated parameters of an OSC sequence into a mark, if it is one.
@@ -66,6 +69,7 @@ pub fn parse_osc(params: &[&[u8]]) -> Option<Mark> {
                 rest.first()
                     .and_then(|s| std::str::from_utf8(s).ok()?.parse().ok()),
             )),
+            b"ptyd-rejected" => Some(Mark::LineRejected),
             _ => None,
         },
         [b"7", url, ..] => Some(Mark::Cwd(String::from_utf8_lossy(url).into_owned())),
@@ -83,6 +87,15 @@ __ptyd_post() {
   local p=${PWD//%/%25}; p=${p// /%20}
   printf '\033]7;file://%s%s\007' "$HOSTNAME" "$p"
   case "$PS1" in *'133;A'*) ;; *) PS1='\[\033]133;A\007\]'"$PS1"'\[\033]133;B\007\]';; esac
+  # A hook that reassigns PROMPT_COMMAND (lazy initialisers do) would drop ptyd's first entry:
+  # put it back in front, keeping the user's entries once each.
+  if [ "${BASH_VERSINFO[0]}${BASH_VERSINFO[1]}" -ge 51 ] && [ "${PROMPT_COMMAND[0]}" != __ptyd_pre ]; then
+    local entry; local -a kept=()
+    for entry in "${PROMPT_COMMAND[@]}"; do
+      case " ${kept[*]} " in *" $entry "*) ;; *) [ "$entry" = __ptyd_pre ] || [ "$entry" = __ptyd_post ] || kept+=("$entry");; esac
+    done
+    PROMPT_COMMAND=(__ptyd_pre "${kept[@]}" __ptyd_post)
+  fi
   return $__ptyd_ec
 }
 PS0=$'\e]133;C\a'
@@ -114,6 +127,9 @@ __ptyd_preexec() { printf '\033]133;C\007'; }
 add-zsh-hook precmd __ptyd_precmd
 add-zsh-hook preexec __ptyd_preexec
 precmd_functions=(__ptyd_precmd ${precmd_functions:#__ptyd_precmd})
+# The missing-newline marker (PROMPT_SP) is printed before precmd, so it would land inside the
+# command's output region; agents do not need it.
+unsetopt PROMPT_SP
 "#;
 
 /// fish: sourced through `--init-command` after fish's own config.
@@ -121,6 +137,7 @@ const FISH_INIT: &str = r#"# ptyd shell integration for fish (generated; safe to
 function __ptyd_prompt --on-event fish_prompt; printf '\e]133;A\a\e]7;file://%s%s\a' (hostname) $PWD; end
 function __ptyd_preexec --on-event fish_preexec; printf '\e]133;C\a'; end
 function __ptyd_postexec --on-event fish_postexec; printf '\e]133;D;%s\a' $status; end
+function __ptyd_posterror --on-event fish_posterror; printf '\e]133;ptyd-rejected\a'; end
 "#;
 
 /// Where the integration files live, written once per daemon.
@@ -220,6 +237,7 @@ mod tests {
                 &[b"7", b"file://h/tmp"],
                 Some(Mark::Cwd("file://h/tmp".into())),
             ),
+            (&[b"133", b"ptyd-rejected"], Some(Mark::LineRejected)),
             (&[b"133", b"Z"], None),
             (&[b"8", b""], None),
         ];
@@ -248,20 +266,81 @@ mod tests {
 pub struct RegionScanner {
     /// Inside a command's output (after C, before D).
     inside: bool,
+    /// Drop the terminal housekeeping fish prints after its command-start mark.
+    fish: bool,
+    /// Right after a C mark, while fish's housekeeping may still follow.
+    skipping: bool,
     /// Bytes held back because they may start a mark that the next chunk completes.
     held: Vec<u8>,
 }
 
 /// Longest OSC 133 sequence worth holding back; anything longer is not a mark.
 const MAX_MARK_LEN: usize = 64;
+/// What fish 3 writes between its command-start mark and the command's output: bracketed paste
+/// off, colour and charset resets, a carriage return (plus a window title, handled apart).
+const FISH_HOUSEKEEPING: [&[u8]; 5] = [b"\x1b[?2004l", b"\x1b[30m", b"\x1b(B", b"\x1b[m", b"\r"];
+/// Longest window title worth holding back while looking for its end.
+const MAX_TITLE_LEN: usize = 4096;
 
 impl RegionScanner {
+    /// A scanner for a shell of `integration`.
+    pub fn new(integration: Integration) -> RegionScanner {
+        RegionScanner {
+            fish: integration == Integration::Fish,
+            ..RegionScanner::default()
+        }
+    }
+
+    /// How many leading bytes of `data` are fish housekeeping; `None` when they may continue
+    /// past the end of `data` (hold them back).
+    fn housekeeping_len(data: &[u8]) -> Option<usize> {
+        let mut i = 0;
+        loop {
+            let rest = &data[i..];
+            if rest.is_empty() {
+                return None;
+            }
+            if let Some(seq) = FISH_HOUSEKEEPING.iter().find(|s| rest.starts_with(s)) {
+                i += seq.len();
+                continue;
+            }
+            if rest.starts_with(b"\x1b]0;") {
+                match osc_end_within(rest, MAX_TITLE_LEN) {
+                    Some(end) => {
+                        i += end;
+                        continue;
+                    }
+                    None if rest.len() < MAX_TITLE_LEN => return None,
+                    None => return Some(i),
+                }
+            }
+            let partial = FISH_HOUSEKEEPING
+                .iter()
+                .chain([&&b"\x1b]0;"[..]])
+                .any(|s| s.starts_with(rest));
+            return if partial { None } else { Some(i) };
+        }
+    }
+
     /// Appends to `out` the bytes of `chunk` that lie inside a command's output region.
     pub fn scan(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         let mut data = std::mem::take(&mut self.held);
         data.extend_from_slice(chunk);
         let mut i = 0;
         while i < data.len() {
+            if self.skipping {
+                match Self::housekeeping_len(&data[i..]) {
+                    Some(n) => {
+                        i += n;
+                        self.skipping = false;
+                    }
+                    None => {
+                        self.held = data[i..].to_vec();
+                        return;
+                    }
+                }
+                continue;
+            }
             let Some(esc) = data[i..].iter().position(|b| *b == 0x1b).map(|p| p + i) else {
                 self.emit(&data[i..], out);
                 return;
@@ -288,7 +367,10 @@ impl RegionScanner {
                 continue;
             };
             match rest.get(PREFIX.len()) {
-                Some(b'C') => self.inside = true,
+                Some(b'C') => {
+                    self.inside = true;
+                    self.skipping = self.fish;
+                }
                 Some(b'D') => self.inside = false,
                 _ => {}
             }
@@ -305,7 +387,12 @@ impl RegionScanner {
 
 /// Length of the OSC sequence at the start of `s` including its terminator (BEL or ESC \).
 fn osc_end(s: &[u8]) -> Option<usize> {
-    let limit = s.len().min(MAX_MARK_LEN);
+    osc_end_within(s, MAX_MARK_LEN)
+}
+
+/// Like `osc_end`, looking at most `max` bytes far.
+fn osc_end_within(s: &[u8], max: usize) -> Option<usize> {
+    let limit = s.len().min(max);
     (2..limit).find_map(|i| match s[i] {
         0x07 => Some(i + 1),
         0x1b if s.get(i + 1) == Some(&b'\\') => Some(i + 2),
@@ -360,6 +447,19 @@ mod stream_tests {
         let want: &[u8] = b"\x1b[31mhi\x1b[0m\r\n";
         for split in 0..stream.len() {
             let mut scanner = RegionScanner::default();
+            let mut out = Vec::new();
+            scanner.scan(&stream[..split], &mut out);
+            scanner.scan(&stream[split..], &mut out);
+            assert_eq!(out, want, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn fish_housekeeping_stays_out_of_the_region() {
+        let stream: &[u8] = b"$ cmd\r\n\x1b]133;C\x07\x1b[?2004l\x1b]0;cmd /tmp\x07\x1b[30m\x1b(B\x1b[m\r\x1b[31mred\x1b[0m\r\n\x1b]133;D;0\x07";
+        let want: &[u8] = b"\x1b[31mred\x1b[0m\r\n";
+        for split in 0..stream.len() {
+            let mut scanner = RegionScanner::new(Integration::Fish);
             let mut out = Vec::new();
             scanner.scan(&stream[..split], &mut out);
             scanner.scan(&stream[split..], &mut out);

@@ -1,16 +1,33 @@
-//! A program running on its own PTY: spawned by portable-pty (new session, controlling tty),
-//! with the master driven through a dup'd non-blocking fd in tokio's `AsyncFd` (no thread per
-//! session), and the child's exit observed through a pidfd rather than end-of-file on the master
-//! (a surviving background process keeps the master open forever).
+//! A program running on its own PTY, under its session helper ([`crate::shim`]).
+//!
+//! `spawn` opens the PTY pair, starts the helper on the slave (in a fresh cgroup when the
+//! session is tracked by cgroup, joined before the helper runs anything), and learns the
+//! program's pid from the helper's first report. The master is driven non-blocking through
+//! tokio's `AsyncFd` (no thread per session). The program's exit comes from the helper's report
+//! (it reaps the program), not from end-of-file on the master, which a surviving background
+//! process keeps open forever. `terminate` ends the session's whole tree (see
+//! [`crate::reaper`]) and returns once nothing of it is left.
 
+use crate::cgroup::SessionCgroup;
+use crate::reaper::{self, ProcessTracking, Tree};
+use crate::shim::{self, Report};
 use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
-use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use tokio::io::unix::AsyncFd;
+
+/// How long the helper may take to start the program and report its pid. Normally a few
+/// milliseconds (one exec of the daemon's executable, one of the program); generous because a
+/// loaded 2-core machine opening dozens of sessions at once is far slower.
+const HELPER_START: Duration = Duration::from_secs(20);
 
 /// How the session's program ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,77 +38,126 @@ pub enum ExitKind {
     Signal(Signal),
 }
 
-/// The PTY master plus the child running on its slave.
+/// The PTY master plus the program running on its slave.
 pub struct Pty {
-    /// Kept for resize; never used for I/O (its writer would send EOF when dropped). The mutex
-    /// only makes it `Sync` (portable-pty's master is not); it is never contended.
-    master: std::sync::Mutex<Box<dyn MasterPty + Send>>,
-    /// Non-blocking dup of the master, for reads and writes.
+    /// The master, non-blocking, for reads, writes and terminal ioctls.
     io: AsyncFd<OwnedFd>,
-    /// Readable once the child exits.
-    pidfd: AsyncFd<OwnedFd>,
-    /// The child's pid (also its session id and process group id).
+    /// The helper's reports (read end of its status pipe).
+    status: AsyncFd<OwnedFd>,
+    /// Report bytes received but not yet parsed.
+    status_buf: Mutex<Vec<u8>>,
+    /// The helper closed its status pipe (it exited).
+    helper_closed: AtomicBool,
+    /// The helper process, our child.
+    helper: Mutex<std::process::Child>,
+    /// Readable once the helper has exited.
+    helper_exit: Option<AsyncFd<OwnedFd>>,
+    /// Readable once the program has exited (used only if the helper dies before it).
+    program_exit: Option<AsyncFd<OwnedFd>>,
+    /// The program's pid (also its session id and process group id).
     pid: u32,
     /// Path of the slave device, to recognise reads on it in /proc.
     tty_path: Option<String>,
     /// A non-controlling handle on the slave, only to ask how much input waits unread.
     slave_probe: Option<OwnedFd>,
-    /// Kept so the child is not reaped behind our back; we reap with waitpid ourselves.
-    _child: Box<dyn portable_pty::Child + Send + Sync>,
+    /// The session's cgroup, when it is tracked by cgroup.
+    cgroup: Option<SessionCgroup>,
+    /// `terminate` has run to the end.
+    terminated: AtomicBool,
 }
 
 impl Pty {
-    /// Starts `argv` with exactly `env` (nothing inherited) in `cwd` on a new PTY.
-    pub fn spawn(
+    /// Starts `argv` with exactly `env` (nothing inherited) in `cwd` on a new PTY of
+    /// `cols`x`rows`, its processes tracked as `tracking` says (`Auto` is resolved here).
+    pub async fn spawn(
         argv: &[String],
         env: &[(String, String)],
         cwd: &Path,
         cols: u16,
         rows: u16,
+        tracking: ProcessTracking,
     ) -> io::Result<Pty> {
-        let size = PtySize {
-            rows,
-            cols,
-            pixel_width: 0,
-            pixel_height: 0,
-        };
-        let pair = native_pty_system()
-            .openpty(size)
-            .map_err(io::Error::other)?;
-        let mut cmd = CommandBuilder::from_argv(argv.iter().map(Into::into).collect());
-        cmd.env_clear();
-        for (k, v) in env {
-            cmd.env(k, v);
+        if argv.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty argv"));
         }
-        cmd.cwd(cwd);
-        let child = pair.slave.spawn_command(cmd).map_err(io::Error::other)?;
-        // Keep no copy of the slave, or the master never sees the hangup.
-        drop(pair.slave);
-        let pid = child
-            .process_id()
-            .ok_or_else(|| io::Error::other("spawned child has no pid"))?;
-        let master = pair.master;
-        let raw = master
-            .as_raw_fd()
-            .ok_or_else(|| io::Error::other("pty master has no fd"))?;
-        let io = async_fd(dup_nonblocking(raw)?)?;
-        let pidfd = async_fd(pidfd_open(pid)?)?;
-        let tty_path = master.tty_name().map(|p| p.display().to_string());
+        let tracking = tracking.resolve().map_err(io::Error::other)?;
+        let (master, slave) = open_pty(cols, rows)?;
+        let tty_path = nix::unistd::ttyname(&slave)
+            .ok()
+            .map(|p| p.display().to_string());
+        let (status_read, status_write) = pipe()?;
+        let cgroup = match tracking {
+            ProcessTracking::Cgroup => {
+                let hierarchy = crate::cgroup::hierarchy().map_err(io::Error::other)?;
+                let label = env
+                    .iter()
+                    .find(|(k, _)| k == "PTYD_SESSION_ID")
+                    .map_or("", |(_, v)| v.as_str());
+                Some(SessionCgroup::create(hierarchy, label)?)
+            }
+            _ => None,
+        };
+        let spawned = spawn_helper(argv, env, cwd, slave, status_write, cgroup.as_ref());
+        let helper = match spawned {
+            Ok(helper) => helper,
+            Err(e) => {
+                if let Some(cg) = &cgroup {
+                    let _ = cg.remove();
+                }
+                return Err(e);
+            }
+        };
+        let helper_exit = reaper::pidfd(helper.id() as i32);
         let slave_probe = tty_path.as_deref().and_then(open_slave_probe);
-        Ok(Pty {
-            master: std::sync::Mutex::new(master),
-            io,
-            pidfd,
-            pid,
+        let mut pty = Pty {
+            io: async_fd(set_nonblocking(master)?)?,
+            status: async_fd(set_nonblocking(status_read)?)?,
+            status_buf: Mutex::new(Vec::new()),
+            helper_closed: AtomicBool::new(false),
+            helper: Mutex::new(helper),
+            helper_exit,
+            program_exit: None,
+            pid: 0,
             tty_path,
             slave_probe,
-            _child: child,
-        })
+            cgroup,
+            terminated: AtomicBool::new(false),
+        };
+        let first = tokio::time::timeout(HELPER_START, pty.next_report()).await;
+        let failure = match first {
+            Ok(Ok(Some(Report::Started(pid)))) => {
+                pty.pid = pid as u32;
+                reaper::watch(pid);
+                pty.program_exit = reaper::pidfd(pid);
+                return Ok(pty);
+            }
+            Ok(Ok(Some(Report::Failed(errno)))) => io::Error::from_raw_os_error(errno),
+            Ok(Ok(Some(other))) => {
+                io::Error::other(format!("the session helper reported {other:?} first"))
+            }
+            Ok(Ok(None)) => io::Error::other(
+                "the session helper exited without starting the program (is the ptyd \
+                 executable still in place?)",
+            ),
+            Ok(Err(e)) => e,
+            Err(_) => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the program did not start within {HELPER_START:?}"),
+            ),
+        };
+        // Nothing may be left behind: the helper ends whatever it started, then itself.
+        pty.terminate(Duration::ZERO).await;
+        Err(failure)
     }
 
-    /// The child's pid.
+    /// The program's pid.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The session's cgroup directory, when it is tracked by cgroup.
+    pub fn cgroup_path(&self) -> Option<&Path> {
+        self.cgroup.as_ref().map(SessionCgroup::path)
     }
 
     /// The slave device path, such as `/dev/pts/3`.
@@ -135,14 +201,21 @@ impl Pty {
 
     /// True when input written to the terminal waits unread by the program (in line mode only
     /// complete lines count), so a program that looks blocked on the terminal is about to wake.
+    /// A zero-timeout poll rather than FIONREAD: the kernel hands input from the master to the
+    /// slave in a deferred work item, and polling the slave flushes that work first, so input
+    /// still in flight is seen too.
     pub fn input_pending(&self) -> bool {
         let Some(fd) = &self.slave_probe else {
             return false;
         };
-        let mut n: libc::c_int = 0;
-        // SAFETY: FIONREAD writes one int through the pointer.
-        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
-        rc == 0 && n > 0
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, zero timeout.
+        let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+        rc > 0 && pfd.revents & libc::POLLIN != 0
     }
 
     /// Writes as much of `data` as the PTY accepts now, waiting for room when it accepts none.
@@ -156,31 +229,266 @@ impl Pty {
         }
     }
 
-    /// Resolves once the child has exited, then reaps it.
+    /// Resolves once the program has exited (the helper reaped it and reported how).
+    /// Cancel-safe: bytes already read are kept for the next call.
     pub async fn wait_exit(&self) -> io::Result<ExitKind> {
+        while !self.helper_closed.load(Ordering::Relaxed) {
+            match self.next_report().await? {
+                Some(Report::Exited(code)) => return Ok(ExitKind::Code(code)),
+                Some(Report::Killed(sig)) => {
+                    return Ok(Signal::try_from(sig)
+                        .map(ExitKind::Signal)
+                        .unwrap_or(ExitKind::Code(128 + sig)));
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        // The helper died before the program (killed from inside its session): the program
+        // was adopted by the daemon, a subreaper, and its status is ours to collect.
+        if let Some(exit) = &self.program_exit {
+            let _ = exit.readable().await?;
+        }
+        match waitpid(Pid::from_raw(self.pid as i32), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => Ok(ExitKind::Code(code)),
+            Ok(WaitStatus::Signaled(_, sig, _)) => Ok(ExitKind::Signal(sig)),
+            // Reaped elsewhere: report a plain exit rather than hang.
+            _ => Ok(ExitKind::Code(0)),
+        }
+    }
+
+    /// The next report of the helper; `None` once it closed the pipe.
+    async fn next_report(&self) -> io::Result<Option<Report>> {
         loop {
-            let mut guard = self.pidfd.readable().await?;
-            match reap(self.pid)? {
-                Some(kind) => return Ok(kind),
-                None => guard.clear_ready(),
+            if let Some(report) = self.take_line() {
+                return Ok(Some(report));
+            }
+            if self.helper_closed.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            let mut guard = self.status.readable().await?;
+            let mut chunk = [0u8; 256];
+            match guard.try_io(|fd| read_fd(fd.as_raw_fd(), &mut chunk)) {
+                Ok(Ok(0)) => self.helper_closed.store(true, Ordering::Relaxed),
+                Ok(Ok(n)) => self
+                    .status_buf
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend_from_slice(&chunk[..n]),
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) => {}
+            }
+        }
+    }
+
+    /// Parses one complete line out of the buffer.
+    fn take_line(&self) -> Option<Report> {
+        let mut buf = self.status_buf.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let end = buf.iter().position(|&b| b == b'\n')?;
+            let line: Vec<u8> = buf.drain(..=end).collect();
+            if let Some(r) = std::str::from_utf8(&line[..end])
+                .ok()
+                .and_then(Report::parse)
+            {
+                return Some(r);
             }
         }
     }
 
     /// Resizes the terminal (the foreground program gets SIGWINCH).
     pub fn resize(&self, cols: u16, rows: u16) -> io::Result<()> {
-        let size = PtySize {
-            rows,
-            cols,
-            pixel_width: 0,
-            pixel_height: 0,
-        };
-        let master = self
-            .master
-            .lock()
-            .map_err(|_| io::Error::other("pty master lock poisoned"))?;
-        master.resize(size).map_err(io::Error::other)
+        let size = winsize(cols, rows);
+        // SAFETY: TIOCSWINSZ reads one winsize through the pointer.
+        let rc = unsafe { libc::ioctl(self.io.get_ref().as_raw_fd(), libc::TIOCSWINSZ, &size) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
+
+    /// Ends every process of the session (see [`crate::reaper::escalate`]: SIGHUP, `grace`,
+    /// SIGTERM, SIGKILL) and returns once none is left, the helper reaped and the cgroup
+    /// removed.
+    pub async fn terminate(&self, grace: Duration) {
+        let helper_pid = self.helper_pid();
+        let helper_alive = self
+            .helper
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .try_wait()
+            .is_ok_and(|s| s.is_none());
+        let all_gone = match &self.cgroup {
+            Some(cg) => reaper::escalate(cg, grace).await,
+            None => {
+                let tree = Tree {
+                    helper: helper_pid,
+                    helper_exit: self.helper_exit.as_ref().filter(|_| helper_alive),
+                    shell: self.pid as i32,
+                };
+                reaper::escalate(&tree, grace).await
+            }
+        };
+        if !all_gone {
+            tracing::warn!(pid = self.pid, "a session's processes outlived SIGKILL (stuck in the kernel?)");
+        }
+        self.reap_helper().await;
+        if self.pid != 0 {
+            // Ours only when the helper died first; then nobody else may reap it.
+            let _ = waitpid(Pid::from_raw(self.pid as i32), Some(WaitPidFlag::WNOHANG));
+            reaper::unwatch(self.pid as i32);
+        }
+        // Whatever the helper's early death handed to the daemon.
+        reaper::reap_adopted();
+        if let Some(cg) = &self.cgroup
+            && let Err(e) = cg.remove()
+        {
+            tracing::warn!(cgroup = %cg.path().display(), error = %e,
+                "could not remove a session cgroup");
+        }
+        self.terminated.store(true, Ordering::Relaxed);
+    }
+
+    fn helper_pid(&self) -> i32 {
+        self.helper.lock().unwrap_or_else(|e| e.into_inner()).id() as i32
+    }
+
+    /// Reaps the helper, which leaves once its descendants are gone; kills it when it does not
+    /// within [`reaper::KILL_WAIT`] (a descendant stuck in the kernel).
+    async fn reap_helper(&self) {
+        if let Some(exit) = &self.helper_exit {
+            let waited = tokio::time::timeout(reaper::KILL_WAIT, exit.readable()).await;
+            if waited.is_err() {
+                let pid = self.helper_pid();
+                tracing::warn!(
+                    helper = pid,
+                    "a session helper outlived its session; killing it"
+                );
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = tokio::time::timeout(reaper::KILL_WAIT, exit.readable()).await;
+            }
+        }
+        let mut helper = self.helper.lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(helper.try_wait(), Ok(Some(_))) {
+            reaper::adopt_helper(helper.id() as i32);
+        }
+    }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        if self.terminated.load(Ordering::Relaxed) {
+            return;
+        }
+        // Not closed through `terminate` (a panic): dropping the status pipe makes the helper
+        // kill the session and exit; the daemon's reaper collects it.
+        if self.pid != 0 {
+            reaper::unwatch(self.pid as i32);
+        }
+        let mut helper = self.helper.lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(helper.try_wait(), Ok(Some(_))) {
+            reaper::adopt_helper(helper.id() as i32);
+        }
+    }
+}
+
+/// Starts the helper on the slave with the status pipe as its fd [`shim::STATUS_FD`], joined to
+/// `cgroup` before it runs anything.
+fn spawn_helper(
+    argv: &[String],
+    env: &[(String, String)],
+    cwd: &Path,
+    slave: OwnedFd,
+    status_write: OwnedFd,
+    cgroup: Option<&SessionCgroup>,
+) -> io::Result<std::process::Child> {
+    let procs = cgroup.map(SessionCgroup::procs_writer).transpose()?;
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    cmd.arg0(shim::ARG0)
+        .args(argv)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env(shim::STATUS_FD_ENV, shim::STATUS_FD.to_string())
+        .current_dir(cwd)
+        .stdin(Stdio::from(slave.try_clone()?))
+        .stdout(Stdio::from(slave.try_clone()?))
+        .stderr(Stdio::from(slave));
+    let procs_fd = procs.as_ref().map_or(-1, |fd| fd.as_raw_fd());
+    let status_fd = status_write.as_raw_fd();
+    // SAFETY: only async-signal-safe calls (write, dup2, fcntl) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if procs_fd >= 0 && libc::write(procs_fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(io::Error::last_os_error());
+            }
+            let placed = if status_fd == shim::STATUS_FD {
+                libc::fcntl(status_fd, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(status_fd, shim::STATUS_FD)
+            };
+            if placed < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn();
+    // Our copies of the slave and the write end must go, or neither hang-up nor EOF arrives.
+    drop(cmd);
+    drop(status_write);
+    drop(procs);
+    child
+}
+
+fn winsize(cols: u16, rows: u16) -> libc::winsize {
+    libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    }
+}
+
+/// A new PTY pair of the given size, both ends close-on-exec.
+fn open_pty(cols: u16, rows: u16) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut master: RawFd = -1;
+    let mut slave: RawFd = -1;
+    let size = winsize(cols, rows);
+    // SAFETY: openpty writes two fds through the pointers; the name buffer and termios are
+    // optional (null).
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: two new descriptors owned by nobody else.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    for fd in [&master, &slave] {
+        // SAFETY: fcntl flag manipulation on a valid fd.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok((master, slave))
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 writes two fds into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: two new descriptors owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 fn open_slave_probe(path: &str) -> Option<OwnedFd> {
@@ -196,34 +504,15 @@ fn open_slave_probe(path: &str) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Reaps `pid` if it has exited.
-fn reap(pid: u32) -> io::Result<Option<ExitKind>> {
-    match waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG)) {
-        Ok(WaitStatus::Exited(_, code)) => Ok(Some(ExitKind::Code(code))),
-        Ok(WaitStatus::Signaled(_, sig, _)) => Ok(Some(ExitKind::Signal(sig))),
-        Ok(_) => Ok(None),
-        // Someone else reaped it: report a plain exit rather than hang.
-        Err(nix::errno::Errno::ECHILD) => Ok(Some(ExitKind::Code(0))),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn dup_nonblocking(fd: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor that we own.
-    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if new < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `new` is a fresh descriptor owned by nobody else.
-    let owned = unsafe { OwnedFd::from_raw_fd(new) };
+fn set_nonblocking(fd: OwnedFd) -> io::Result<OwnedFd> {
     // SAFETY: plain fcntl flag manipulation on a valid fd.
     unsafe {
-        let flags = libc::fcntl(new, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(new, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
             return Err(io::Error::last_os_error());
         }
     }
-    Ok(owned)
+    Ok(fd)
 }
 
 /// Registers an owned fd with tokio's reactor.

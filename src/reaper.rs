@@ -1,59 +1,202 @@
-//! Ending a session's processes: find every process that belongs to the session (its shell's
-//! descendants and everything still in the shell's Unix session, which catches `nohup`, `disown`
-//! and `(cmd &)` orphans), freeze them so nothing forks in between, then escalate SIGHUP ->
-//! SIGTERM -> SIGKILL with named grace periods, waiting on pidfds rather than polling.
+//! Ending a session's processes, and the daemon's side of process ownership.
+//!
+//! Every session runs under its own helper process (`shim`), a child subreaper: whatever the
+//! session starts — background jobs, `nohup`, `setsid`, double-forked daemons, `env -i` — stays a
+//! descendant of that helper, because orphans reparent to the nearest subreaper. Close then has
+//! two ways to find everything ([`ProcessTracking`]):
+//! - `Cgroup`: the helper joins a fresh cgroup v2 before it runs anything ([`crate::cgroup`]);
+//!   the cgroup's member list is complete by construction and `cgroup.kill` is atomic.
+//! - `Subreaper`: the helper's descendants, found by walking `/proc/<pid>/task/*/children`;
+//!   everything is stopped (SIGSTOP, rescanning until no new process appears) before it is
+//!   signalled, so nothing forks between the scan and the signal.
+//!
+//! Either way Close escalates SIGHUP (what a closing terminal sends) → `close_grace` → SIGTERM →
+//! [`TERM_GRACE`] → SIGKILL, continuing stopped processes so they can die, and returns once the
+//! helper has exited: the helper leaves only when it has reaped every descendant, so "helper
+//! gone" means "nothing of the session exists, not even a zombie".
+//!
+//! The daemon itself is a child subreaper too ([`become_subreaper`]), as a second line: if a
+//! helper is killed from inside its session, its orphans come to the daemon instead of init. The
+//! [`Reaper`] task reaps such adopted zombies on SIGCHLD without touching the daemon's own
+//! children (helpers, anything else in the process) or the shells it watches.
 
 use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use std::collections::BTreeSet;
 use std::os::fd::OwnedFd;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 
 /// Wait after SIGTERM before SIGKILL: programs that clean up on SIGTERM usually finish in well
 /// under this.
-const TERM_GRACE: Duration = Duration::from_millis(1000);
-/// Wait after SIGKILL for the kernel to finish the exits (normally well under a millisecond).
-const KILL_WAIT: Duration = Duration::from_secs(5);
+pub const TERM_GRACE: Duration = Duration::from_millis(1000);
+/// Wait after SIGKILL for the kernel to finish the exits (normally well under a millisecond;
+/// only a process stuck in uninterruptible sleep, such as on a dead NFS server, takes longer).
+pub const KILL_WAIT: Duration = Duration::from_secs(5);
 
-/// Every live process that belongs to the session led by `leader`.
-pub fn session_processes(leader: i32) -> Vec<i32> {
-    let mut found = BTreeSet::new();
-    let mut stack = vec![leader];
-    while let Some(pid) = stack.pop() {
-        if !found.insert(pid) {
-            continue;
-        }
-        stack.extend(children(pid));
-    }
-    // Orphans reparented away from the tree but still in the shell's session.
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            if !found.contains(&pid) && stat_field(pid, 6) == Some(leader as i64) {
-                found.insert(pid);
-                stack.push(pid);
-            }
-        }
-        while let Some(pid) = stack.pop() {
-            for child in children(pid) {
-                if found.insert(child) {
-                    stack.push(child);
-                }
-            }
-        }
-    }
-    found.into_iter().filter(|&p| is_alive(p)).collect()
+/// How Close finds every process of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProcessTracking {
+    /// `Cgroup` when the daemon finds a writable cgroup v2 subtree at start-up, else `Subreaper`.
+    #[default]
+    Auto,
+    /// One cgroup v2 per session; the daemon refuses to start without a writable subtree.
+    Cgroup,
+    /// The per-session helper's process tree, without cgroups.
+    Subreaper,
 }
 
-/// Direct children of `pid`, from every thread's `children` list.
-fn children(pid: i32) -> Vec<i32> {
+impl ProcessTracking {
+    /// The name used in the config file and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessTracking::Auto => "auto",
+            ProcessTracking::Cgroup => "cgroup",
+            ProcessTracking::Subreaper => "subreaper",
+        }
+    }
+
+    /// The mode actually used: `Auto` becomes `Cgroup` when a writable cgroup v2 subtree exists.
+    /// A forced `Cgroup` without one is an error that says why.
+    pub fn resolve(self) -> Result<ProcessTracking, String> {
+        match self {
+            ProcessTracking::Auto => Ok(match crate::cgroup::hierarchy() {
+                Ok(_) => ProcessTracking::Cgroup,
+                Err(_) => ProcessTracking::Subreaper,
+            }),
+            ProcessTracking::Cgroup => crate::cgroup::hierarchy()
+                .map(|_| ProcessTracking::Cgroup)
+                .map_err(|why| format!("process_tracking = \"cgroup\" is not available: {why}")),
+            ProcessTracking::Subreaper => Ok(ProcessTracking::Subreaper),
+        }
+    }
+}
+
+impl std::str::FromStr for ProcessTracking {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ProcessTracking, String> {
+        match s {
+            "auto" => Ok(ProcessTracking::Auto),
+            "cgroup" => Ok(ProcessTracking::Cgroup),
+            "subreaper" => Ok(ProcessTracking::Subreaper),
+            other => Err(format!(
+                "process_tracking {other:?} is not one of auto, cgroup, subreaper"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for ProcessTracking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Makes this process a child subreaper: orphans of its descendants reparent to it rather than
+/// to init. Idempotent; the attribute stays for the life of the process.
+pub fn become_subreaper() -> std::io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Shells whose exit status belongs to their session (their pid), never to [`reap_adopted`].
+/// A shell is a grandchild of the daemon and only becomes its child if its helper dies first.
+static WATCHED: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// Keeps [`reap_adopted`] away from `pid` until [`unwatch`].
+pub(crate) fn watch(pid: i32) {
+    WATCHED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(pid);
+}
+
+/// Ends [`watch`] for `pid`.
+pub(crate) fn unwatch(pid: i32) {
+    WATCHED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&pid);
+}
+
+/// Helpers whose session no longer waits for them (see [`adopt_helper`]).
+static LEFT_HELPERS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// Hands a helper that has not exited yet to [`reap_adopted`], which reaps it once it has.
+pub(crate) fn adopt_helper(pid: i32) {
+    LEFT_HELPERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(pid);
+}
+
+/// Reaps every zombie this process adopted as a subreaper — children whose session id differs
+/// from the daemon's (everything a PTY session starts lives in another session, while the
+/// helpers and any other child this process spawned share the daemon's) and that are not a
+/// watched shell — and every helper handed over by [`adopt_helper`]. Returns how many were
+/// reaped.
+pub fn reap_adopted() -> usize {
+    let me = std::process::id() as i32;
+    let Some(own_sid) = stat_field(me, 6) else {
+        return 0;
+    };
+    let watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut helpers = LEFT_HELPERS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut reaped = 0;
+    for child in children(me) {
+        if watched.contains(&child) || state(child) != Some('Z') {
+            continue;
+        }
+        let helper = helpers.remove(&child);
+        if !helper && stat_field(child, 6).is_none_or(|sid| sid == own_sid) {
+            continue;
+        }
+        if let Ok(status) = waitpid(Pid::from_raw(child), Some(WaitPidFlag::WNOHANG))
+            && status.pid().is_some()
+        {
+            reaped += 1;
+        }
+    }
+    reaped
+}
+
+/// The daemon's SIGCHLD listener: reaps adopted zombies as they appear. Owned by `serve`, which
+/// stops it by dropping it.
+pub struct Reaper {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Reaper {
+    /// Starts listening for SIGCHLD on the current runtime.
+    pub fn start() -> std::io::Result<Reaper> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut sigchld = signal(SignalKind::child())?;
+        let task = tokio::spawn(async move {
+            reap_adopted();
+            while sigchld.recv().await.is_some() {
+                reap_adopted();
+            }
+        });
+        Ok(Reaper { task })
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Direct children of `pid`, from every thread's `children` list (zombies included).
+pub fn children(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return out;
@@ -66,7 +209,50 @@ fn children(pid: i32) -> Vec<i32> {
             );
         }
     }
+    out.sort_unstable();
+    out.dedup();
     out
+}
+
+/// Every live (non-zombie) descendant of `root`, without `root` itself.
+pub fn live_descendants(root: i32) -> Vec<i32> {
+    let mut found = BTreeSet::new();
+    let mut stack = children(root);
+    while let Some(pid) = stack.pop() {
+        if found.insert(pid) {
+            stack.extend(children(pid));
+        }
+    }
+    found.into_iter().filter(|&p| is_alive(p)).collect()
+}
+
+/// Every live process of the Unix session led by `leader`, plus their descendants: the
+/// attribution used when a session's helper is gone (it misses `setsid` escapes; the helper
+/// exists so that this is only ever a fallback).
+pub fn session_processes(leader: i32) -> Vec<i32> {
+    if leader <= 1 {
+        return Vec::new(); // no session of ours (0 would match kernel threads)
+    }
+    let mut found = BTreeSet::new();
+    let mut stack = vec![leader];
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            if let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+                && stat_field(pid, 6) == Some(i64::from(leader))
+            {
+                stack.push(pid);
+            }
+        }
+    }
+    while let Some(pid) = stack.pop() {
+        if found.insert(pid) {
+            stack.extend(children(pid));
+        }
+    }
+    found.into_iter().filter(|&p| is_alive(p)).collect()
 }
 
 /// Field `n` (1-based, as in proc(5)) of `/proc/<pid>/stat`, for the numeric fields after the
@@ -85,63 +271,127 @@ pub fn command_name(pid: i32) -> Option<String> {
     Some(comm.trim_end().to_owned())
 }
 
-fn is_alive(pid: i32) -> bool {
-    // A zombie has exited; only its parent's wait is missing.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
+/// The state letter of `pid` (field 3 of its stat: `R`, `S`, `T`, `Z`, ...).
+pub fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].chars().next()
 }
 
-/// Ends every process of the session led by `leader`: SIGHUP (what a closing terminal sends),
-/// `grace`, SIGTERM, `TERM_GRACE`, SIGKILL; stopped processes are continued so they can die.
-/// Returns once none is alive (or `KILL_WAIT` after SIGKILL, which only a kernel bug exceeds).
-pub async fn terminate_session(leader: i32, grace: Duration) {
-    for (signal, wait) in [
-        (Signal::SIGHUP, grace),
-        (Signal::SIGTERM, TERM_GRACE),
-        (Signal::SIGKILL, KILL_WAIT),
-    ] {
-        let victims = freeze_all(leader);
-        if victims.is_empty() {
-            return;
-        }
-        let watchers: Vec<_> = victims.iter().filter_map(|&p| pidfd(p)).collect();
+/// Whether `pid` exists and has not exited (a zombie has exited; only its parent's wait is
+/// missing).
+pub fn is_alive(pid: i32) -> bool {
+    state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+}
+
+/// The processes of one session, as Close sees them.
+pub(crate) trait Members {
+    /// Stops every member so none can fork, and returns them (empty once all are gone).
+    async fn freeze(&self) -> Vec<i32>;
+    /// Lets the frozen members run again; pending signals are delivered then, and SIGCONT
+    /// wakes jobs stopped by SIGTSTP so they can act on them.
+    async fn thaw(&self, members: &[i32]);
+    /// Kills every member, stopped, frozen or not.
+    async fn kill_all(&self);
+    /// Resolves true once no member is left, or false when `within` passes first.
+    async fn wait_gone(&self, within: Duration) -> bool;
+}
+
+/// Ends every member: SIGHUP (what a closing terminal sends), `grace`, SIGTERM, [`TERM_GRACE`],
+/// then SIGKILL; each wait ends as soon as nothing is left. Returns whether everything was gone
+/// within [`KILL_WAIT`] of the kill (false only for processes stuck in the kernel).
+pub(crate) async fn escalate(members: &impl Members, grace: Duration) -> bool {
+    for (signal, wait) in [(Signal::SIGHUP, grace), (Signal::SIGTERM, TERM_GRACE)] {
+        let victims = members.freeze().await;
         for &pid in &victims {
             let _ = kill(Pid::from_raw(pid), signal);
+        }
+        members.thaw(&victims).await;
+        if victims.is_empty() {
+            // Only the helper (or nothing) is left; it leaves as soon as it sees that.
+            return members.wait_gone(KILL_WAIT).await;
+        }
+        if members.wait_gone(wait).await {
+            return true;
+        }
+    }
+    members.kill_all().await;
+    members.wait_gone(KILL_WAIT).await
+}
+
+/// A session's members found by walking its helper's descendants, frozen with SIGSTOP.
+pub(crate) struct Tree<'a> {
+    /// The helper: its descendants are the members; it exits once it has reaped them all.
+    pub helper: i32,
+    /// Readable once the helper has exited; `None` when it is already gone.
+    pub helper_exit: Option<&'a AsyncFd<OwnedFd>>,
+    /// The session's shell, whose Unix session is the fallback attribution when the helper is
+    /// gone (it was killed from inside its session).
+    pub shell: i32,
+}
+
+impl Tree<'_> {
+    fn scan(&self) -> Vec<i32> {
+        match self.helper_exit {
+            Some(_) => live_descendants(self.helper),
+            None => session_processes(self.shell),
+        }
+    }
+
+    /// Stops every member, rescanning until no new one appears, so nothing can fork a new
+    /// process between the scan and the signal.
+    fn stop_all(&self) -> Vec<i32> {
+        let mut frozen = BTreeSet::new();
+        loop {
+            let found = self.scan();
+            let new: Vec<i32> = found
+                .iter()
+                .copied()
+                .filter(|p| !frozen.contains(p))
+                .collect();
+            if new.is_empty() {
+                return found;
+            }
+            for pid in new {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
+                frozen.insert(pid);
+            }
+        }
+    }
+}
+
+impl Members for Tree<'_> {
+    async fn freeze(&self) -> Vec<i32> {
+        self.stop_all()
+    }
+
+    async fn thaw(&self, members: &[i32]) {
+        for &pid in members {
             let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
         }
+    }
+
+    async fn kill_all(&self) {
+        for pid in self.stop_all() {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+
+    async fn wait_gone(&self, within: Duration) -> bool {
+        if let Some(exit) = self.helper_exit {
+            return tokio::time::timeout(within, exit.readable()).await.is_ok();
+        }
+        let watchers: Vec<_> = self.scan().into_iter().filter_map(pidfd).collect();
         let all_exited = async {
             for w in &watchers {
                 let _ = w.readable().await;
             }
         };
-        let _ = tokio::time::timeout(wait, all_exited).await;
+        tokio::time::timeout(within, all_exited).await.is_ok()
     }
 }
 
-/// Stops every process of the session, rescanning until no new one appears, so nothing can fork
-/// a new process between the scan and the signal.
-fn freeze_all(leader: i32) -> Vec<i32> {
-    let mut frozen = BTreeSet::new();
-    loop {
-        let found = session_processes(leader);
-        let new: Vec<i32> = found
-            .iter()
-            .copied()
-            .filter(|p| !frozen.contains(p))
-            .collect();
-        if new.is_empty() {
-            return found;
-        }
-        for pid in new {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
-            frozen.insert(pid);
-        }
-    }
-}
-
-fn pidfd(pid: i32) -> Option<AsyncFd<OwnedFd>> {
+/// A pidfd for `pid` registered with tokio: readable once the process has exited.
+pub(crate) fn pidfd(pid: i32) -> Option<AsyncFd<OwnedFd>> {
     crate::pty::async_fd(crate::pty::pidfd_open(pid as u32).ok()?).ok()
 }
 
@@ -155,5 +405,18 @@ mod tests {
         assert_eq!(stat_field(me, 1), None);
         assert!(stat_field(me, 4).is_some(), "ppid");
         assert!(command_name(me).is_some());
+        assert!(is_alive(me));
+    }
+
+    #[test]
+    fn tracking_names_round_trip() {
+        for t in [
+            ProcessTracking::Auto,
+            ProcessTracking::Cgroup,
+            ProcessTracking::Subreaper,
+        ] {
+            assert_eq!(t.name().parse::<ProcessTracking>(), Ok(t));
+        }
+        assert!("cgroups".parse::<ProcessTracking>().is_err());
     }
 }

@@ -45,6 +45,9 @@ struct Recorder {
     plain_buf: String,
     /// True when the newest history line was force-split and must not be continued.
     tail_sealed: bool,
+    /// Answers to terminal queries (cursor position, device attributes, colours) that the
+    /// session must write back: programs such as vim wait for them.
+    replies: Vec<u8>,
 }
 
 impl Recorder {
@@ -88,9 +91,46 @@ impl vt100::Callbacks for Recorder {
     }
 
     fn unhandled_osc(&mut self, screen: &mut vt100::Screen, params: &[&[u8]]) {
-        if let Some(mark) = parse_osc(params) {
-            let at = cursor_position(screen, self);
-            self.marks.push(MarkEvent { mark, at });
+        match params {
+            // Foreground / background colour queries: answer light grey on black.
+            [b"10", b"?"] => self
+                .replies
+                .extend_from_slice(b"\x1b]10;rgb:c0c0/c0c0/c0c0\x1b\\"),
+            [b"11", b"?"] => self
+                .replies
+                .extend_from_slice(b"\x1b]11;rgb:0000/0000/0000\x1b\\"),
+            _ => {
+                if let Some(mark) = parse_osc(params) {
+                    let at = cursor_position(screen, self);
+                    self.marks.push(MarkEvent { mark, at });
+                }
+            }
+        }
+    }
+
+    fn unhandled_csi(
+        &mut self,
+        screen: &mut vt100::Screen,
+        i1: Option<u8>,
+        _i2: Option<u8>,
+        params: &[&[u16]],
+        c: char,
+    ) {
+        let first = params.first().and_then(|p| p.first()).copied().unwrap_or(0);
+        match (i1, c, first) {
+            // Device status report: "OK".
+            (None, 'n', 5) => self.replies.extend_from_slice(b"\x1b[0n"),
+            // Cursor position report (1-based).
+            (None, 'n', 6) => {
+                let (row, col) = screen.cursor_position();
+                self.replies
+                    .extend(format!("\x1b[{};{}R", row + 1, col + 1).bytes());
+            }
+            // Primary device attributes: a VT100 with advanced video.
+            (None, 'c', 0) => self.replies.extend_from_slice(b"\x1b[?1;2c"),
+            // Secondary device attributes.
+            (Some(b'>'), 'c', 0) => self.replies.extend_from_slice(b"\x1b[>0;10;1c"),
+            _ => {}
         }
     }
 }
@@ -146,6 +186,7 @@ impl Terminal {
             row_buf: String::new(),
             plain_buf: String::new(),
             tail_sealed: false,
+            replies: Vec::new(),
         };
         Terminal {
             parser: vt100::Parser::new_with_callbacks(nonzero(rows), nonzero(cols), 0, recorder),
@@ -300,6 +341,11 @@ impl Terminal {
         rec.history.trim_last();
         // The rows pushed here are complete lines: whatever comes next starts a new one.
         rec.tail_sealed = true;
+    }
+
+    /// Answers to terminal queries seen since the last call, to be written to the program.
+    pub fn take_replies(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.parser.callbacks_mut().replies)
     }
 
     /// Shell-integration marks seen since the last call, in stream order.
@@ -814,5 +860,25 @@ mod tests {
         assert_eq!(t.total_lines(), 3);
         t.feed(b"\x1b[?1049l$ ");
         assert_eq!(all_lines(&t), vec!["one", "two", "$ less f", "$"]);
+    }
+
+    #[test]
+    fn terminal_queries_get_answers() {
+        let mut t = term();
+        t.feed(b"ab\x1b[6n\x1b[c\x1b[>c\x1b]11;?\x07");
+        let replies = String::from_utf8(t.take_replies()).unwrap();
+        assert_eq!(
+            replies,
+            "\x1b[1;3R\x1b[?1;2c\x1b[>0;10;1c\x1b]11;rgb:0000/0000/0000\x1b\\"
+        );
+        assert!(t.take_replies().is_empty());
+    }
+
+    #[test]
+    fn private_rejected_mark_is_reported() {
+        let mut t = term();
+        t.feed(b"x\r\n\x1b]133;ptyd-rejected\x07$ ");
+        let marks: Vec<Mark> = t.take_marks().into_iter().map(|m| m.mark).collect();
+        assert_eq!(marks, vec![Mark::LineRejected]);
     }
 }

@@ -13,9 +13,9 @@ use std::future::Future;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::net::UnixListener;
+use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::StreamExt;
-use tokio_stream::wrappers::UnixListenerStream;
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 
 /// The socket path: `--socket`/`PTYD_SOCKET` when given, else `$XDG_RUNTIME_DIR/ptyd/ptyd.sock`,
 /// else `/tmp/ptyd-$UID/ptyd.sock`.
@@ -95,6 +95,63 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    serve_with(listener, None, config, shutdown).await
+}
+
+/// A TCP listener next to the socket, and the bearer token its clients must send.
+pub struct TcpServing {
+    /// The bound listener.
+    pub listener: TcpListener,
+    /// What clients send as `authorization: Bearer <token>`.
+    pub token: String,
+}
+
+/// Reads the bearer token for `--listen-tcp` from `path`: its trimmed content, which must not
+/// be empty, in a file only its owner can read.
+pub fn read_token_file(path: &Path) -> Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(Error::io(format!(
+        "reading the token file {}",
+        path.display()
+    )))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(Error::invalid(format!(
+            "token file {} is readable by others (mode {:o}); chmod 600 it",
+            path.display(),
+            meta.mode() & 0o777
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(Error::io(format!(
+        "reading the token file {}",
+        path.display()
+    )))?;
+    let token = text.trim();
+    if token.is_empty() || token.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(Error::invalid(format!(
+            "token file {} must hold one token: non-empty, without spaces or control characters",
+            path.display()
+        )));
+    }
+    Ok(token.to_owned())
+}
+
+/// Like [`serve`], and also on `tcp` when given, where every call must carry the bearer token.
+/// Sets up process ownership first: resolves `config.process_tracking` (a forced `cgroup`
+/// without a usable cgroup is an error), makes the daemon a child subreaper and reaps what it
+/// adopts.
+pub async fn serve_with(
+    listener: UnixListener,
+    tcp: Option<TcpServing>,
+    mut config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    config.process_tracking = config
+        .process_tracking
+        .resolve()
+        .map_err(Error::FailedPrecondition)?;
+    crate::reaper::become_subreaper().map_err(Error::io("becoming a child subreaper"))?;
+    let _reaper = crate::reaper::Reaper::start().map_err(Error::io("listening for SIGCHLD"))?;
+    tracing::info!(process_tracking = %config.process_tracking, "process tracking");
     let integration_dir = tempfile::Builder::new()
         .prefix("ptyd-integration-")
         .tempdir()
@@ -108,38 +165,125 @@ pub async fn serve(
     health
         .set_serving::<pb::terminals_server::TerminalsServer<Terminals>>()
         .await;
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
+
+    let allow_root = config.allow_root;
+    let own_uid = nix::unistd::getuid().as_raw();
+    // Each connection goes through `AuthorityFix`, so clients that send the socket path as the
+    // HTTP/2 `:authority` (grpcio, grpc-java, grpc-swift, grpcurl) are accepted as they are.
+    let incoming = UnixListenerStream::new(listener)
+        .filter(move |conn| match conn {
+            Ok(stream) => peer_allowed(stream, own_uid, allow_root),
+            Err(_) => true,
+        })
+        .map(|conn| conn.map(crate::h2_authority::AuthorityFix::new));
+
+    // One stop for both listeners: the caller's shutdown, or either server failing.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (reflection_v1, reflection_v1alpha) = reflection()?;
+    let unix = async {
+        let result = tonic::transport::Server::builder()
+            .add_service(health_service.clone())
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(pb::terminals_server::TerminalsServer::new(
+                terminals.clone(),
+            ))
+            .serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned())
+            .await;
+        stop.cancel();
+        result
+    };
+    let tcp = async {
+        let Some(TcpServing { listener, token }) = tcp else {
+            return Ok(());
+        };
+        let (reflection_v1, reflection_v1alpha) = reflection()?;
+        let address = listener.local_addr().ok();
+        tracing::info!(?address, "also serving on TCP (bearer token required)");
+        let expected = format!("Bearer {token}");
+        let result = tonic::transport::Server::builder()
+            .layer(tonic::service::InterceptorLayer::new(
+                move |request: tonic::Request<()>| check_bearer(request, &expected),
+            ))
+            .add_service(health_service.clone())
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(pb::terminals_server::TerminalsServer::new(
+                terminals.clone(),
+            ))
+            .serve_with_incoming_shutdown(
+                TcpListenerStream::new(listener),
+                stop.clone().cancelled_owned(),
+            )
+            .await;
+        stop.cancel();
+        result.map_err(Error::from)
+    };
+    let watch = async {
+        tokio::select! {
+            _ = shutdown => stop.cancel(),
+            _ = stop.cancelled() => {}
+        }
+        // Close the sessions while the servers drain their connections: open streams (Watch,
+        // SendStream) and long sends end with their sessions, so draining cannot hang on them.
+        tracing::info!("shutting down: closing every session");
+        terminals.close_all().await;
+    };
+    tracing::info!("serving");
+    let (unix_result, tcp_result, ()) = tokio::join!(unix, tcp, watch);
+    // A session opened on a connection that was still draining is closed too.
+    terminals.close_all().await;
+    drop(integration_dir);
+    unix_result.map_err(Error::from)?;
+    tcp_result
+}
+
+/// gRPC server reflection, v1 and v1alpha.
+#[allow(clippy::type_complexity)]
+fn reflection() -> Result<(
+    tonic_reflection::server::v1::ServerReflectionServer<
+        impl tonic_reflection::server::v1::ServerReflection,
+    >,
+    tonic_reflection::server::v1alpha::ServerReflectionServer<
+        impl tonic_reflection::server::v1alpha::ServerReflection,
+    >,
+)> {
+    let v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| Error::Internal(format!("building reflection: {e}")))?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+    let v1alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()
         .map_err(|e| Error::Internal(format!("building reflection: {e}")))?;
+    Ok((v1, v1alpha))
+}
 
-    let allow_root = config.allow_root;
-    let own_uid = nix::unistd::getuid().as_raw();
-    let incoming = UnixListenerStream::new(listener).filter(move |conn| match conn {
-        Ok(stream) => peer_allowed(stream, own_uid, allow_root),
-        Err(_) => true,
-    });
-
-    tracing::info!("serving");
-    let result = tonic::transport::Server::builder()
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(pb::terminals_server::TerminalsServer::new(
-            terminals.clone(),
+/// The TCP listener's interceptor: the `authorization` metadata must be exactly `expected`
+/// (`Bearer <token>`), compared in constant time.
+fn check_bearer(
+    request: tonic::Request<()>,
+    expected: &str,
+) -> std::result::Result<tonic::Request<()>, tonic::Status> {
+    let given = request
+        .metadata()
+        .get("authorization")
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    let expected = expected.as_bytes();
+    let mut diff = given.len() ^ expected.len();
+    for (i, &b) in expected.iter().enumerate() {
+        diff |= usize::from(b ^ given.get(i).copied().unwrap_or(0));
+    }
+    if diff == 0 {
+        Ok(request)
+    } else {
+        Err(tonic::Status::unauthenticated(
+            "this TCP listener needs `authorization: Bearer <token>` with the daemon's token",
         ))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await;
-    tracing::info!("shutting down: closing every session");
-    terminals.close_all().await;
-    drop(integration_dir);
-    result.map_err(Error::from)
+    }
 }
 
 /// Peer-credential check: only the daemon's own uid (and root when configured) may connect.

@@ -144,8 +144,9 @@ impl Terminals {
             startup_timeout: self.config.startup_timeout,
             startup_idle: self.config.startup_idle,
             close_grace: self.config.close_grace,
+            process_tracking: self.config.process_tracking,
         };
-        let handle = SessionHandle::start(spec)?;
+        let handle = SessionHandle::start(spec).await?;
         let ready = handle.ready().await?;
         if let Status::Exited(_) = handle.state().status {
             let detail = render::tail_fit(&ready.motd, 400).to_owned();
@@ -276,6 +277,8 @@ impl Terminals {
             let result = loop {
                 tokio::select! {
                     biased;
+                    // The caller hung up: dropping `send` releases the session.
+                    _ = events_tx.closed() => return,
                     Some(chunk) = chunks.recv() => {
                         let event = pb::send_event::Event::Output(chunk);
                         if events_tx.send(Ok(pb::SendEvent { event: Some(event) })).await.is_err() {
@@ -591,7 +594,11 @@ fn send_input(req: &pb::SendRequest) -> Result<SendInput> {
     }
     Ok(SendInput {
         text: req.text.clone(),
-        submit: req.submit.unwrap_or(true),
+        // Unset `submit` presses Enter after text; a keys-only send (no text) does not, so
+        // `keys: ["Escape"]` sends just Escape.
+        submit: req
+            .submit
+            .unwrap_or(!req.text.is_empty() || req.keys.is_empty()),
         keys,
         timeout: Duration::from_millis(u64::from(timeout)),
         idle: Duration::from_millis(u64::from(idle)),

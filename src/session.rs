@@ -47,6 +47,9 @@ pub struct SessionSpec {
     pub startup_idle: Duration,
     /// Grace period of the polite close signal.
     pub close_grace: Duration,
+    /// How Close finds the session's processes (resolved by `serve`; `Auto` is resolved at
+    /// spawn).
+    pub process_tracking: crate::reaper::ProcessTracking,
 }
 
 /// How the session's program is doing.
@@ -244,15 +247,23 @@ pub struct SessionHandle {
 
 impl SessionHandle {
     /// Spawns the program and its actor. Fails when the program cannot be started.
-    pub fn start(spec: SessionSpec) -> Result<SessionHandle> {
-        let pty =
-            Pty::spawn(&spec.argv, &spec.env, &spec.cwd, spec.cols, spec.rows).map_err(|e| {
-                Error::FailedPrecondition(format!(
-                    "type {:?} could not be started ({}): {e}",
-                    spec.type_name,
-                    spec.argv.first().map(String::as_str).unwrap_or("")
-                ))
-            })?;
+    pub async fn start(spec: SessionSpec) -> Result<SessionHandle> {
+        let pty = Pty::spawn(
+            &spec.argv,
+            &spec.env,
+            &spec.cwd,
+            spec.cols,
+            spec.rows,
+            spec.process_tracking,
+        )
+        .await
+        .map_err(|e| {
+            Error::FailedPrecondition(format!(
+                "type {:?} could not be started ({}): {e}",
+                spec.type_name,
+                spec.argv.first().map(String::as_str).unwrap_or("")
+            ))
+        })?;
         let pid = pty.pid();
         let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
         let (state_tx, state) = watch::channel(SessionState {

@@ -156,33 +156,72 @@ pub mod probe {
     use std::fs;
 
     /// Syscall numbers of the calls that can wait on a terminal.
+    /// How a waiting syscall passes its timeout: which argument, in what form.
+    #[derive(Clone, Copy)]
+    enum TimeoutArg {
+        /// An int in milliseconds (negative: none).
+        Millis(usize),
+        /// A pointer to a `struct timespec` (NULL: none).
+        TimeSpec(usize),
+        /// A pointer to a `struct timeval` (NULL: none).
+        TimeVal(usize),
+    }
+
     #[cfg(target_arch = "x86_64")]
     mod nr {
+        use super::TimeoutArg::{self, *};
         pub const READ: &[i64] = &[0, 17, 19];
         pub const SELECT: &[i64] = &[23, 270];
         pub const POLL: &[i64] = &[7, 271];
         pub const EPOLL: &[i64] = &[232, 281, 441];
+        pub const TIMEOUTS: &[(i64, TimeoutArg)] = &[
+            (23, TimeVal(4)),
+            (270, TimeSpec(4)),
+            (7, Millis(2)),
+            (271, TimeSpec(2)),
+            (232, Millis(3)),
+            (281, Millis(3)),
+            (441, TimeSpec(3)),
+        ];
     }
     #[cfg(target_arch = "aarch64")]
     mod nr {
+        use super::TimeoutArg::{self, *};
         pub const READ: &[i64] = &[63, 65, 67];
         pub const SELECT: &[i64] = &[72];
         pub const POLL: &[i64] = &[73];
         pub const EPOLL: &[i64] = &[22, 441];
+        pub const TIMEOUTS: &[(i64, TimeoutArg)] = &[
+            (72, TimeSpec(4)),
+            (73, TimeSpec(2)),
+            (22, Millis(3)),
+            (441, TimeSpec(3)),
+        ];
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     mod nr {
+        use super::TimeoutArg;
         pub const READ: &[i64] = &[];
         pub const SELECT: &[i64] = &[];
         pub const POLL: &[i64] = &[];
         pub const EPOLL: &[i64] = &[];
+        pub const TIMEOUTS: &[(i64, TimeoutArg)] = &[];
     }
+
+    /// A wait on the terminal with a timeout shorter than this is a pause, not a wait for the
+    /// user: vim waits 100 ms while it restores the terminal on exit, and programs wait briefly
+    /// for answers to terminal queries. Editors and REPLs wait without a timeout or with seconds.
+    const SHORT_WAIT_NS: u64 = 500_000_000;
 
     /// What the probe found.
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct Reader {
         /// Process id of the reader.
         pub pid: i32,
+        /// The thread blocked on the terminal.
+        pub tid: i32,
+        /// That thread's context switches so far (see `task_switches`).
+        pub switches: u64,
         /// Its command name.
         pub comm: String,
         /// True when the reader is the session's shell itself (its prompt, PS2, or a builtin
@@ -205,25 +244,69 @@ pub mod probe {
             };
             for task in tasks.flatten() {
                 let path = task.path();
+                let tid = task
+                    .file_name()
+                    .to_str()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(pid);
                 match fs::read_to_string(path.join("syscall")) {
                     Ok(line) => {
                         if waits_on_tty(pid, &line, tty) {
-                            return Some(reader(pid, shell));
+                            return Some(reader(pid, tid, shell));
                         }
                     }
                     Err(_) => hidden = true,
                 }
             }
             if hidden && password_mode {
-                return Some(reader(pid, shell));
+                return Some(reader(pid, pid, shell));
             }
         }
         None
     }
 
-    fn reader(pid: i32, shell: i32) -> Reader {
+    /// Context switches of every thread in the terminal's foreground group, by thread id. A
+    /// thread that was blocked on the terminal when input was written has taken that input only
+    /// once its count moved: until then the input may still sit in the kernel's buffers, where
+    /// no `/proc` file shows it.
+    pub fn task_switches(shell: i32) -> std::collections::HashMap<i32, u64> {
+        let mut out = std::collections::HashMap::new();
+        let Some(fg) = stat_field(shell, 8).filter(|p| *p > 0) else {
+            return out;
+        };
+        for pid in foreground_members(shell, fg as i32) {
+            let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for task in tasks.flatten() {
+                if let Some(tid) = task.file_name().to_str().and_then(|s| s.parse().ok()) {
+                    out.insert(tid, switches(pid, tid));
+                }
+            }
+        }
+        out
+    }
+
+    /// Voluntary plus involuntary context switches of one thread (0 when unreadable).
+    fn switches(pid: i32, tid: i32) -> u64 {
+        let Ok(status) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")) else {
+            return 0;
+        };
+        status
+            .lines()
+            .filter(|l| {
+                l.starts_with("voluntary_ctxt_switches:")
+                    || l.starts_with("nonvoluntary_ctxt_switches:")
+            })
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum()
+    }
+
+    fn reader(pid: i32, tid: i32, shell: i32) -> Reader {
         Reader {
             pid,
+            tid,
+            switches: switches(pid, tid),
             comm: crate::reaper::command_name(pid).unwrap_or_default(),
             is_shell: pid == shell,
         }
@@ -272,6 +355,9 @@ pub mod probe {
             .filter_map(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
             .collect();
         let arg = |i: usize| args.get(i).copied().unwrap_or(0);
+        if brief_wait(pid, nr, &arg) {
+            return false;
+        }
         let is_tty = |fd: u64| {
             fs::read_link(format!("/proc/{pid}/fd/{fd}"))
                 .is_ok_and(|p| p.as_os_str() == tty || p.as_os_str() == "/dev/tty")
@@ -315,6 +401,37 @@ pub mod probe {
             });
         }
         false
+    }
+
+    /// Whether a waiting syscall asked for a timeout shorter than `SHORT_WAIT_NS`.
+    fn brief_wait(pid: i32, nr: i64, arg: &dyn Fn(usize) -> u64) -> bool {
+        let Some(&(_, how)) = nr::TIMEOUTS.iter().find(|(n, _)| *n == nr) else {
+            return false;
+        };
+        let nanos = match how {
+            TimeoutArg::Millis(i) => {
+                let ms = arg(i) as i32;
+                if ms < 0 {
+                    return false;
+                }
+                ms as u64 * 1_000_000
+            }
+            TimeoutArg::TimeSpec(i) | TimeoutArg::TimeVal(i) => {
+                let Some(raw) = (arg(i) != 0).then(|| read_mem(pid, arg(i), 16)).flatten() else {
+                    return false;
+                };
+                let secs = u64::from_ne_bytes(raw[..8].try_into().expect("8 bytes"));
+                let frac = u64::from_ne_bytes(raw[8..].try_into().expect("8 bytes"));
+                let unit = if matches!(how, TimeoutArg::TimeVal(_)) {
+                    1_000
+                } else {
+                    1
+                };
+                secs.saturating_mul(1_000_000_000)
+                    .saturating_add(frac.saturating_mul(unit))
+            }
+        };
+        nanos < SHORT_WAIT_NS
     }
 
     fn read_mem(pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {

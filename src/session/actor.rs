@@ -18,8 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
 
-/// PTY read buffer: large enough that a flood is read in few syscalls.
-const READ_BUF: usize = 64 * 1024;
+/// PTY read buffer: a master read rarely returns more than a few KiB, and every idle session
+/// keeps one, so 16 KiB balances syscalls under a flood against memory per session.
+const READ_BUF: usize = 16 * 1024;
 /// Delays between stdin probes while a send waits, restarted by every output chunk and write.
 /// There is no kernel event for "a reader blocked", so detection latency is the probe step:
 /// quick at first (most programs block at once), then backing off so a long wait costs nothing.
@@ -76,6 +77,8 @@ struct ActiveSend {
     stdin_blocked: bool,
     /// Bytes that could not be written before the deadline.
     unwritten: usize,
+    /// Bytes the send writes in all (text, Enter, keys).
+    input_len: usize,
     /// Set by JobKill: finish as killed when settled or at this deadline.
     killing: Option<(Instant, Vec<oneshot::Sender<Option<JobStatus>>>)>,
 }
@@ -105,12 +108,19 @@ pub(super) struct Actor {
     /// Input still to be written for the active send.
     outbox: Vec<u8>,
     outbox_pos: usize,
+    /// Answers to terminal queries, written before any pending input.
+    replies: Vec<u8>,
+    /// Context switches of the foreground threads just before the send's input was written; a
+    /// reader counts as blocked only once it has moved past them (it has taken the input).
+    switches_at_write: std::collections::HashMap<i32, u64>,
     ready_waiters: Vec<oneshot::Sender<Ready>>,
     ready: bool,
     startup_deadline: Instant,
     last_output: Instant,
     /// The integrated shell is idle at its prompt (a D or A mark and no input since).
     shell_at_prompt: bool,
+    /// The shell refused the last line and keeps it in its editor: clear it before new input.
+    line_kept: bool,
     /// Position of the latest command-start mark whose end has not been seen.
     command_start: Option<Position>,
     unreported: Option<UnreportedEnd>,
@@ -147,10 +157,13 @@ impl Actor {
             active: None,
             outbox: Vec::new(),
             outbox_pos: 0,
+            replies: Vec::new(),
+            switches_at_write: std::collections::HashMap::new(),
             ready_waiters: Vec::new(),
             ready: false,
             last_output: now,
             shell_at_prompt: false,
+            line_kept: false,
             command_start: None,
             unreported: None,
             prompt_pending: None,
@@ -167,7 +180,13 @@ impl Actor {
         let mut buf = vec![0u8; READ_BUF];
         loop {
             let deadline = self.next_deadline();
-            let writing = self.outbox_pos < self.outbox.len();
+            let replying = !self.replies.is_empty();
+            let writing = replying || self.outbox_pos < self.outbox.len();
+            let pending: &[u8] = if replying {
+                &self.replies
+            } else {
+                &self.outbox[self.outbox_pos..]
+            };
             tokio::select! {
                 read = self.pty.read(&mut buf), if !self.eof => match read {
                     Ok(0) | Err(_) => self.eof = true,
@@ -176,8 +195,12 @@ impl Actor {
                 exit = self.pty.wait_exit(), if self.exit.is_none() => {
                     self.on_exit(exit.unwrap_or(ExitKind::Code(0)));
                 }
-                written = self.pty.write_some(&self.outbox[self.outbox_pos..]), if writing => {
-                    self.on_written(written);
+                written = self.pty.write_some(pending), if writing => {
+                    if replying {
+                        self.on_reply_written(written);
+                    } else {
+                        self.on_written(written);
+                    }
                 }
                 cmd = commands.recv() => match cmd {
                     Some(cmd) => self.on_command(cmd),
@@ -199,10 +222,10 @@ impl Actor {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        let startup = (!self.ready).then_some(
-            self.startup_deadline
-                .min(self.last_output + self.spec.startup_idle),
-        );
+        let startup = (!self.ready).then(|| match self.startup_idle_deadline() {
+            Some(idle) => self.startup_deadline.min(idle),
+            None => self.startup_deadline,
+        });
         let send = self.active.as_ref().map(|a| {
             let d = deadlines(a);
             let kill = a.killing.as_ref().map(|(at, _)| *at);
@@ -214,6 +237,14 @@ impl Actor {
         });
         let probe = self.next_probe.filter(|_| self.wants_probe());
         [startup, send, probe].into_iter().flatten().min()
+    }
+
+    /// When output silence makes a starting session ready. Integrated shells are ready at their
+    /// first prompt mark (or a program reading the terminal, or the deadline): a slow rc file is
+    /// not a prompt, and input typed before the line editor starts would be lost or mis-settled.
+    fn startup_idle_deadline(&self) -> Option<Instant> {
+        (self.spec.integration == Integration::None)
+            .then(|| self.last_output + self.spec.startup_idle)
     }
 
     /// Probes run only while someone waits: a send whose input is written, or startup.
@@ -241,6 +272,13 @@ impl Actor {
         self.rearm_probe();
         self.forward(bytes);
         self.terminal.feed(bytes);
+        let replies = self.terminal.take_replies();
+        if !replies.is_empty() {
+            // The program waits for these answers: it is not waiting for the agent until it
+            // has taken them.
+            self.switches_at_write = waiting::probe::task_switches(self.pty.pid() as i32);
+            self.replies.extend(replies);
+        }
         for event in self.terminal.take_marks() {
             self.on_mark(event.mark, event.at);
         }
@@ -278,7 +316,10 @@ impl Actor {
             Mark::CommandStart => {
                 self.shell_at_prompt = false;
                 self.command_start = Some(at);
-                if let Some(a) = self.active.as_mut().filter(|a| !a.input.is_pure_wait()) {
+                // A multi-line paste runs several commands: its output starts at the first.
+                if let Some(a) = self.active.as_mut().filter(|a| !a.input.is_pure_wait())
+                    && a.command_start.is_none()
+                {
                     a.command_start = Some(at);
                 }
                 self.set_job_start(at);
@@ -303,10 +344,20 @@ impl Actor {
                     self.shell_at_prompt = true;
                 }
                 if !self.ready {
-                    self.become_ready();
+                    self.become_ready("prompt mark");
                 }
             }
             Mark::Cwd(_) => {}
+            Mark::LineRejected => {
+                // The shell refused the line and shows its prompt again with the line kept.
+                self.line_kept = true;
+                self.shell_at_prompt = true;
+                self.prompt_pending = None;
+                self.command_start = None;
+                if let Some(a) = self.active.as_mut().filter(|a| a.command_end.is_none()) {
+                    a.command_end = Some((None, at));
+                }
+            }
         }
     }
 
@@ -355,6 +406,18 @@ impl Actor {
         }
     }
 
+    fn on_reply_written(&mut self, written: std::io::Result<usize>) {
+        match written {
+            Ok(n) => {
+                self.replies.drain(..n.min(self.replies.len()));
+            }
+            Err(e) => {
+                tracing::debug!(session = %self.spec.id, error = %e, "answering a terminal query failed");
+                self.replies.clear();
+            }
+        }
+    }
+
     fn clear_outbox(&mut self) {
         self.outbox.clear();
         self.outbox_pos = 0;
@@ -373,6 +436,9 @@ impl Actor {
     /// before blocking has been read (a shell that printed its prompt mark and then blocked
     /// must be seen at its prompt, not as reading stdin).
     fn probe(&mut self) {
+        if !self.replies.is_empty() {
+            return; // answers to the program's queries are still on their way
+        }
         let Some(tty) = self.pty.tty_path().map(str::to_owned) else {
             return;
         };
@@ -399,14 +465,22 @@ impl Actor {
         if drained {
             return; // decide again with the new output (and its marks) taken into account
         }
+        if self
+            .switches_at_write
+            .get(&reader.tid)
+            .is_some_and(|before| reader.switches <= *before)
+        {
+            return; // it has not taken the input written since it blocked
+        }
         if reader.is_shell && self.spec.integration != Integration::None && self.shell_at_prompt {
             return; // the shell's own prompt: the marks settle this
         }
         if !self.ready {
-            self.become_ready();
+            self.become_ready("terminal reader");
             return;
         }
         if let Some(a) = self.active.as_mut() {
+            tracing::debug!(session = %self.spec.id, reader = %reader.comm, pid = reader.pid, tid = reader.tid, switches = reader.switches, before = ?self.switches_at_write.get(&reader.tid), "blocked on the terminal");
             a.stdin_blocked = true;
         }
     }
@@ -493,6 +567,7 @@ impl Actor {
             last_activity: now,
             stdin_blocked: false,
             unwritten: 0,
+            input_len: 0,
             killing: None,
             input,
         };
@@ -501,11 +576,14 @@ impl Actor {
             if let Some(done) = self.unreported.take() {
                 active.command_end = Some((done.exit_code, done.end));
             } else if self.shell_at_prompt && self.spec.integration != Integration::None {
-                active.command_end = Some((None, self.terminal.cursor()));
+                active.command_end = Some((None, self.last_seen));
             }
         } else {
             self.outbox = self.input_bytes(&active.input);
+            active.input_len = self.outbox.len();
+            self.line_kept = false;
             self.outbox_pos = 0;
+            self.switches_at_write = waiting::probe::task_switches(self.pty.pid() as i32);
             self.shell_at_prompt = false;
             self.unreported = None;
         }
@@ -516,7 +594,7 @@ impl Actor {
                 StreamSink {
                     chunks,
                     region: (self.spec.integration != Integration::None)
-                        .then(RegionScanner::default),
+                        .then(|| RegionScanner::new(self.spec.integration)),
                     utf8: Utf8Splitter::default(),
                     backlog: Vec::new(),
                 },
@@ -564,8 +642,8 @@ impl Actor {
     fn input_bytes(&self, input: &SendInput) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(input.text.len() + 16);
         let at_shell_prompt = self.shell_at_prompt && self.spec.integration != Integration::None;
-        if at_shell_prompt && self.spec.integration == Integration::Fish && !input.text.is_empty() {
-            // fish keeps a rejected line in its editor; clear it so the text is not appended.
+        if self.line_kept && !input.text.is_empty() {
+            // Clear the refused line the shell kept, so the text is not appended to it.
             bytes.push(0x15);
         }
         let multiline = input.text.contains('\n');
@@ -597,9 +675,9 @@ impl Actor {
         if !self.ready
             && (self.exit.is_some()
                 || now >= self.startup_deadline
-                || now >= self.last_output + self.spec.startup_idle)
+                || self.startup_idle_deadline().is_some_and(|idle| now >= idle))
         {
-            self.become_ready();
+            self.become_ready("exit, idle or deadline");
         }
         let Some(a) = self.active.as_ref() else {
             return;
@@ -717,8 +795,7 @@ impl Actor {
         if a.unwritten > 0 {
             meta.push(format!(
                 "[input incomplete: {} of {} bytes were not written before the deadline]",
-                a.unwritten,
-                a.input.text.len()
+                a.unwritten, a.input_len
             ));
         }
         let capped = render::with_meta(
@@ -892,7 +969,8 @@ impl Actor {
         }
     }
 
-    fn become_ready(&mut self) {
+    fn become_ready(&mut self, why: &str) {
+        tracing::debug!(session = %self.spec.id, why, "ready");
         self.ready = true;
         let info = self.ready_info();
         for w in self.ready_waiters.drain(..) {
@@ -949,11 +1027,8 @@ impl Actor {
             let error = Error::session_not_found(&self.spec.id);
             self.fail_active(a, error);
         }
-        crate::reaper::terminate_session(self.pty.pid() as i32, self.spec.close_grace).await;
-        if self.exit.is_none() {
-            // The shell is our child: reap it so no zombie is left.
-            let _ = tokio::time::timeout(Duration::from_secs(1), self.pty.wait_exit()).await;
-        }
+        // Every process of the session, its helper included, is gone when this returns.
+        self.pty.terminate(self.spec.close_grace).await;
     }
 }
 

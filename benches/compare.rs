@@ -1,0 +1,1568 @@
+//! `cargo bench --bench compare`: the comparison benchmark of `quality-bars.md` (issue 7). Every
+//! case runs against ptyd (a spawned `ptyd serve` on a temp socket, reached through its gRPC
+//! client) and against its baselines in the same run: the raw-PTY floor (the same bash with the
+//! same shell integration on a bare PTY, read directly), tmux, and ptyd's own data structures
+//! in-process. It prints one table and writes `target/bench/compare.json`; every figure is also a
+//! ratio against a baseline measured in the same run, because the machine is shared and noisy.
+//!
+//! Sessions, bare shells and tmux panes all run bash with `HOME` set to an empty directory, so the
+//! machine's own rc files (prompt hooks that fork) do not dominate what is measured. Everything
+//! the bench starts is ended when it finishes or fails: daemons and shells through drop guards,
+//! tmux servers with `kill-server`, and any leftover descendant through a final sweep (the bench
+//! makes itself the subreaper of everything it starts).
+//!
+//! Arguments: `cargo bench --bench compare -- [CASE...]` runs only the named cases (`send`,
+//! `stdin`, `ingest`, `paging`, `scale`, `memory`, `emulator`); `-- feed STREAM [MB] [CHUNK]`
+//! only feeds a generated stream (`base64`, `seq`, `ls`) through the in-process terminal model,
+//! chunk by chunk as the session actor does, for profiling under callgrind.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write as _;
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use ptyd::history::History;
+use ptyd::marks::{Integration, IntegrationFiles};
+use ptyd::pb::terminals_client::TerminalsClient;
+use ptyd::pb::{ListRequest, OpenRequest, ReadRequest, SendRequest, WaitReason, send_response};
+use ptyd::screen::Terminal;
+use serde_json::{Value, json};
+use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+
+/// Terminal size for every contender.
+const COLS: u16 = 120;
+const ROWS: u16 = 40;
+/// Send latency: rounds of interleaved blocks, so slow phases of the machine hit every contender.
+const LATENCY_ROUNDS: usize = 10;
+const LATENCY_PTYD_PER_ROUND: usize = 100;
+const LATENCY_FLOOR_PER_ROUND: usize = 100;
+const LATENCY_TMUX_PER_ROUND: usize = 20;
+/// Stdin detection iterations per contender.
+const STDIN_READ_ITERS: usize = 60;
+const STDIN_PYTHON_ITERS: usize = 15;
+/// How often the stdin observer looks at /proc (it timestamps the moment a reader blocked).
+const OBSERVER_STEP: Duration = Duration::from_micros(200);
+/// Ingest: repetitions per stream and contender; the best of them counts (noise only slows).
+const INGEST_REPS: usize = 3;
+const INGEST_STREAMS: [(&str, &str); 3] = [
+    ("base64", "head -c 100M /dev/zero | base64"),
+    ("seq", "seq 1 3000000"),
+    ("ls -lR", "ls -lR --color=always /usr"),
+];
+/// Paging: reads per depth.
+const PAGING_READS: usize = 200;
+const PAGING_LINES: u32 = 500;
+const PAGING_OFFSETS: [u64; 3] = [0, 50_000, 99_000];
+/// Scale: sessions, agents they are spread over, Opens in flight, idle sampling window.
+const SCALE_SESSIONS: usize = 1000;
+const SCALE_AGENTS: usize = 32;
+const SCALE_CONCURRENCY: usize = 8;
+const SCALE_IDLE: Duration = Duration::from_secs(10);
+const SCALE_LIST_CALLS: usize = 200;
+/// History memory: lines of typical output and their length.
+const MEMORY_LINES: usize = 100_000;
+const MEMORY_LINE_LEN: usize = 60;
+/// Emulator-only throughput: the chunk size fed at a time (a PTY read returns about this much).
+const EMULATOR_CHUNK: usize = 1024;
+
+// ---------------------------------------------------------------------------------------------
+// A counting allocator: live heap bytes, for the history-memory case.
+
+struct Counting;
+
+/// Whether allocations are counted (only while the memory case measures, so the daemon process
+/// and the other cases pay nothing but one relaxed load).
+static COUNTING: AtomicBool = AtomicBool::new(false);
+/// Live bytes allocated while counting (wrapping: frees of older blocks may pass zero).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+fn count_alloc(size: usize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        LIVE.fetch_add(size, Ordering::Relaxed);
+    }
+}
+
+fn count_free(size: usize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        LIVE.fetch_sub(size, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; only a counter is updated.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            count_alloc(layout.size());
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            count_alloc(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) };
+        count_free(layout.size());
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            count_alloc(new_size);
+            count_free(layout.size());
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn live_heap() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Heap bytes `build` leaves allocated (its result is kept alive until measured).
+fn heap_of<T>(build: impl FnOnce() -> T) -> (usize, T) {
+    COUNTING.store(true, Ordering::Relaxed);
+    let before = live_heap();
+    let value = build();
+    let bytes = live_heap().wrapping_sub(before);
+    COUNTING.store(false, Ordering::Relaxed);
+    (bytes, value)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+/// One row of the table.
+struct Row {
+    case: String,
+    ptyd: String,
+    baselines: String,
+    ratio: String,
+    bar: String,
+    /// None for information rows without a bar.
+    pass: Option<bool>,
+    json: Value,
+}
+
+impl Row {
+    fn info(case: &str, ptyd: String, baselines: String, json: Value) -> Row {
+        Row {
+            case: case.to_owned(),
+            ptyd,
+            baselines,
+            ratio: String::new(),
+            bar: String::new(),
+            pass: None,
+            json,
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The q-quantile (0..=1) of `samples` in milliseconds.
+fn quantile(samples: &[f64], q: f64) -> f64 {
+    if samples.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let i = ((s.len() - 1) as f64 * q).round() as usize;
+    s[i]
+}
+
+fn p50(samples: &[f64]) -> f64 {
+    quantile(samples, 0.5)
+}
+
+fn p99(samples: &[f64]) -> f64 {
+    quantile(samples, 0.99)
+}
+
+/// Milliseconds with a precision that suits their size.
+fn fmt_ms(v: f64) -> String {
+    if v < 1.0 {
+        format!("{v:.3} ms")
+    } else if v < 100.0 {
+        format!("{v:.2} ms")
+    } else {
+        format!("{v:.0} ms")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cleanup: everything the bench starts is a descendant, and the bench is their subreaper.
+
+/// Makes this process the subreaper of everything it starts, so orphans (tmux servers, a dead
+/// daemon's shells) stay findable for the final sweep.
+fn become_subreaper() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// Direct children of this process (every thread's).
+fn own_children() -> Vec<i32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|s| s.parse::<i32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Kills and reaps every remaining descendant.
+fn sweep_descendants() {
+    for _ in 0..50 {
+        let children = own_children();
+        if children.is_empty() {
+            return;
+        }
+        for pid in &children {
+            // SAFETY: signalling and reaping our own children.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        for pid in &children {
+            let mut status = 0;
+            // SAFETY: as above.
+            unsafe {
+                libc::waitpid(*pid, &mut status, 0);
+            }
+        }
+    }
+}
+
+/// Sweeps on drop, so a panicking case still leaves nothing behind.
+struct SweepGuard;
+
+impl Drop for SweepGuard {
+    fn drop(&mut self) {
+        sweep_descendants();
+    }
+}
+
+/// Raises the open-file limit to its hard maximum (1000 sessions need a few fds each).
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The environment every contender runs in
+
+struct Setup {
+    dir: tempfile::TempDir,
+    home: PathBuf,
+    integration: IntegrationFiles,
+    /// Environment of every shell and of the daemon.
+    env: Vec<(String, String)>,
+    bash: String,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-bench-")
+            .tempdir()
+            .expect("create the bench's temp dir");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).expect("create the bench HOME");
+        let integration =
+            IntegrationFiles::install(&dir.path().join("integration")).expect("integration files");
+        let mut env: Vec<(String, String)> = vec![("HOME".into(), home.display().to_string())];
+        for (k, v) in std::env::vars() {
+            let keep = matches!(k.as_str(), "USER" | "LOGNAME" | "PATH" | "LANG" | "TZ")
+                || k.starts_with("LC_");
+            if keep {
+                env.push((k, v));
+            }
+        }
+        for (k, v) in [
+            ("TERM", "xterm-256color"),
+            ("PAGER", "cat"),
+            ("GIT_PAGER", "cat"),
+            ("MANPAGER", "cat"),
+            ("SHELL", "/bin/bash"),
+        ] {
+            env.push((k.into(), v.into()));
+        }
+        let bash = ptyd::config::find_program("bash").expect("bash is installed");
+        Setup {
+            dir,
+            home,
+            integration,
+            env,
+            bash,
+        }
+    }
+
+    /// `bash --rcfile <integration> -i`, exactly what ptyd starts for the `bash` type.
+    fn bash_argv(&self) -> Vec<String> {
+        let mut argv = vec![self.bash.clone()];
+        let mut env = Vec::new();
+        self.integration
+            .apply(Integration::Bash, &mut argv, &mut env);
+        argv
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A spawned `ptyd serve`
+
+struct Daemon {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    /// Starts a daemon process: this bench binary re-executed as `__daemon`, which runs
+    /// `ptyd::server::serve` with the contract defaults and `sessions_total` raised as given.
+    fn spawn(setup: &Setup, name: &str, sessions_total: usize) -> Daemon {
+        let socket = setup.dir.path().join(format!("{name}.sock"));
+        let mut cmd = Command::new(std::env::current_exe().expect("the bench binary"));
+        cmd.arg("__daemon")
+            .arg(&socket)
+            .arg(sessions_total.to_string())
+            .env_clear()
+            .envs(setup.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        // SAFETY: prctl is async-signal-safe; the daemon ends (closing its sessions) if the bench
+        // dies without dropping it.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn the daemon");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            assert!(Instant::now() < deadline, "the daemon did not listen");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Daemon { child, socket }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SIGTERM: the daemon closes every session (process trees included) and exits.
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(self.pid(), libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// ptyd's client: the Terminals service and health on one channel.
+struct Client {
+    rt: tokio::runtime::Runtime,
+    terminals: TerminalsClient<Channel>,
+    health: HealthClient<Channel>,
+}
+
+impl Client {
+    fn connect(socket: &Path) -> Client {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("client runtime");
+        let channel = rt
+            .block_on(ptyd::client::channel(socket))
+            .expect("connect to ptyd");
+        Client {
+            rt,
+            terminals: TerminalsClient::new(channel.clone())
+                .max_decoding_message_size(ptyd::client::MAX_MESSAGE_BYTES),
+            health: HealthClient::new(channel),
+        }
+    }
+
+    /// Opens a bash session; returns its id and the shell's pid.
+    fn open(&mut self, agent: &str) -> (String, i32) {
+        let req = OpenRequest {
+            agent_id: agent.into(),
+            r#type: "bash".into(),
+            cols: COLS.into(),
+            rows: ROWS.into(),
+            ..Default::default()
+        };
+        let info = self
+            .rt
+            .block_on(self.terminals.open(req))
+            .expect("Open")
+            .into_inner()
+            .session
+            .expect("session info");
+        (info.session_id, info.pid as i32)
+    }
+
+    /// Sends `text` + Enter (nothing at all, only waiting, when `text` is empty); returns the
+    /// wait reason and the rendered result.
+    fn send(&mut self, agent: &str, sid: &str, text: &str) -> (WaitReason, String) {
+        let req = SendRequest {
+            agent_id: agent.into(),
+            session_id: sid.into(),
+            text: text.into(),
+            submit: Some(!text.is_empty()),
+            timeout_ms: 600_000,
+            ..Default::default()
+        };
+        let resp = self
+            .rt
+            .block_on(self.terminals.send(req))
+            .expect("Send")
+            .into_inner();
+        match resp.result {
+            Some(send_response::Result::Foreground(fr)) => (fr.wait_reason(), resp.rendered),
+            other => panic!("expected a foreground result, got {other:?}"),
+        }
+    }
+
+    fn send_expect(&mut self, agent: &str, sid: &str, text: &str, want: WaitReason) {
+        let (got, rendered) = self.send(agent, sid, text);
+        assert_eq!(got, want, "ptyd: Send({text:?}) answered:\n{rendered}");
+    }
+
+    /// Sends `text` and waits until the prompt is back, with pure waits after any other answer
+    /// (a wrong one: the command had not finished). Returns how many wrong answers came first.
+    fn run_to_prompt(&mut self, agent: &str, sid: &str, text: &str) -> usize {
+        let mut wrong = 0;
+        let (mut reason, mut rendered) = self.send(agent, sid, text);
+        while reason != WaitReason::Prompt {
+            wrong += 1;
+            assert!(
+                wrong < 100,
+                "ptyd: Send({text:?}) never reached the prompt:\n{rendered}"
+            );
+            (reason, rendered) = self.send(agent, sid, "");
+        }
+        wrong
+    }
+
+    fn health_check(&mut self) {
+        self.rt
+            .block_on(self.health.check(HealthCheckRequest {
+                service: String::new(),
+            }))
+            .expect("Health/Check");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The raw floor: bash on a bare PTY, written and read directly
+
+const MARK_C: &[u8] = b"\x1b]133;C";
+const MARK_D: &[u8] = b"\x1b]133;D";
+const MARK_B: &[u8] = b"\x1b]133;B";
+
+struct RawShell {
+    master: Option<Box<dyn MasterPty + Send>>,
+    fd: RawFd,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    pid: i32,
+    tty: String,
+    buf: Vec<u8>,
+    /// Bytes read past the last mark found, consumed by the next read.
+    unread: Vec<u8>,
+}
+
+impl RawShell {
+    fn spawn(setup: &Setup) -> RawShell {
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: ROWS,
+                cols: COLS,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        let mut cmd = CommandBuilder::from_argv(setup.bash_argv().iter().map(Into::into).collect());
+        cmd.env_clear();
+        for (k, v) in &setup.env {
+            cmd.env(k, v);
+        }
+        cmd.cwd(&setup.home);
+        let child = pair.slave.spawn_command(cmd).expect("spawn bash on a PTY");
+        drop(pair.slave);
+        let fd = pair.master.as_raw_fd().expect("master fd");
+        let tty = pair
+            .master
+            .tty_name()
+            .expect("tty name")
+            .display()
+            .to_string();
+        let pid = child.process_id().expect("pid") as i32;
+        let mut shell = RawShell {
+            master: Some(pair.master),
+            fd,
+            child,
+            pid,
+            tty,
+            buf: vec![0; 64 * 1024],
+            unread: Vec::new(),
+        };
+        shell.read_until(MARK_B, Duration::from_secs(20));
+        shell
+    }
+
+    fn write_all(&self, mut data: &[u8]) {
+        while !data.is_empty() {
+            // SAFETY: data is valid for reads of its length.
+            let n = unsafe { libc::write(self.fd, data.as_ptr().cast(), data.len()) };
+            assert!(n > 0, "write to the PTY failed");
+            data = &data[n as usize..];
+        }
+    }
+
+    /// Reads one chunk, waiting up to `deadline`; 0 when nothing came by `wait` (non-blocking
+    /// when `wait` is zero).
+    fn read_chunk(&mut self, wait: Duration) -> usize {
+        if !self.unread.is_empty() {
+            let n = self.unread.len().min(self.buf.len());
+            self.buf[..n].copy_from_slice(&self.unread[..n]);
+            self.unread.drain(..n);
+            return n;
+        }
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let timeout = wait.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, timeout) };
+        if r <= 0 {
+            return 0;
+        }
+        // SAFETY: buf is valid for writes of its length.
+        let n = unsafe { libc::read(self.fd, self.buf.as_mut_ptr().cast(), self.buf.len()) };
+        assert!(n > 0, "the bare PTY hung up");
+        n as usize
+    }
+
+    /// Reads (and discards) output until `mark` appears; returns the bytes and reads it took.
+    fn read_until(&mut self, mark: &[u8], timeout: Duration) -> (u64, u64) {
+        let deadline = Instant::now() + timeout;
+        let mut carry: Vec<u8> = Vec::new();
+        let (mut bytes, mut reads) = (0u64, 0u64);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "timed out waiting for a mark on the bare PTY"
+            );
+            let n = self.read_chunk(left.min(Duration::from_secs(1)));
+            if n == 0 {
+                continue;
+            }
+            bytes += n as u64;
+            reads += 1;
+            if let Some(end) = find_mark(&carry, &self.buf[..n], mark) {
+                self.unread = self.buf[end..n].to_vec();
+                bytes -= (n - end) as u64;
+                return (bytes, reads);
+            }
+            let keep = (mark.len() - 1).min(n);
+            if n >= mark.len() - 1 {
+                carry.clear();
+            }
+            carry.extend_from_slice(&self.buf[n - keep..n]);
+            let excess = carry.len().saturating_sub(mark.len() - 1);
+            carry.drain(..excess);
+        }
+    }
+
+    /// Everything already written, without waiting.
+    fn drain_now(&mut self, into: &mut Vec<u8>) {
+        loop {
+            let n = self.read_chunk(Duration::ZERO);
+            if n == 0 {
+                return;
+            }
+            into.extend_from_slice(&self.buf[..n]);
+        }
+    }
+
+    /// Runs `cmd` and waits for its end mark, then for the next prompt (untimed).
+    fn run(&mut self, cmd: &str) -> (Duration, u64, u64) {
+        let t0 = Instant::now();
+        self.write_all(format!("{cmd}\r").as_bytes());
+        let (bytes, reads) = self.read_until(MARK_D, Duration::from_secs(600));
+        let elapsed = t0.elapsed();
+        self.read_until(MARK_B, Duration::from_secs(20));
+        (elapsed, bytes, reads)
+    }
+}
+
+impl Drop for RawShell {
+    fn drop(&mut self) {
+        // Closing the master hangs the session up; then make sure the shell is gone.
+        drop(self.master.take());
+        // SAFETY: signalling the shell's own process group (it is a session leader).
+        unsafe {
+            libc::kill(-self.pid, libc::SIGHUP);
+            libc::kill(self.pid, libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// The offset in `chunk` just past `mark`, looking across the boundary with `carry` (the end of
+/// the previous chunk).
+fn find_mark(carry: &[u8], chunk: &[u8], mark: &[u8]) -> Option<usize> {
+    if !carry.is_empty() {
+        let mut joined = carry.to_vec();
+        joined.extend_from_slice(&chunk[..chunk.len().min(mark.len() - 1)]);
+        if let Some(p) = find(&joined, mark) {
+            return Some(p + mark.len() - carry.len());
+        }
+    }
+    find(chunk, mark).map(|p| p + mark.len())
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(p) = hay[from..].iter().position(|b| *b == needle[0]) {
+        let at = from + p;
+        if hay[at..].starts_with(needle) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// tmux with a private socket
+
+struct Tmux {
+    socket: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl Tmux {
+    fn start(setup: &Setup) -> Tmux {
+        let tmux = Tmux {
+            socket: setup.dir.path().join("tmux.sock"),
+            env: setup.env.clone(),
+        };
+        let size = [COLS.to_string(), ROWS.to_string()];
+        let mut args: Vec<String> = [
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "bench",
+            "-x",
+            &size[0],
+            "-y",
+            &size[1],
+            "-c",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.push(setup.home.display().to_string());
+        args.extend(setup.bash_argv());
+        tmux.cmd(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        tmux.cmd(&["send-keys", "-t", "bench", "tmux wait -S ready", "Enter"]);
+        tmux.cmd(&["wait", "ready"]);
+        tmux
+    }
+
+    fn cmd(&self, args: &[&str]) {
+        let status = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .expect("run tmux");
+        assert!(status.success(), "tmux {args:?} failed");
+    }
+
+    /// `send-keys '<cmd>; tmux wait -S done' Enter` + `wait done`: how tmux harnesses run a
+    /// command and wait for its end.
+    fn run(&self, cmd: &str) -> Duration {
+        let t0 = Instant::now();
+        let line = format!("{cmd}; tmux wait -S done");
+        self.cmd(&["send-keys", "-t", "bench", &line, "Enter"]);
+        self.cmd(&["wait", "done"]);
+        t0.elapsed()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc helpers
+
+/// A field (1-based, as in proc(5)) of /proc/<pid>/stat.
+fn stat_field(pid: i32, field: usize) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(field - 3)?.parse().ok()
+}
+
+/// VmRSS of `pid` in KiB.
+fn rss_kib(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// utime + stime of `pid`, in seconds.
+fn cpu_seconds(pid: i32) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let u = stat_field(pid, 14).unwrap_or(0) + stat_field(pid, 15).unwrap_or(0);
+    u as f64 / tick
+}
+
+/// What the stdin observer waits for.
+#[derive(Clone, Copy)]
+enum Reader {
+    /// The shell itself blocked in `read(0)` (the `read` builtin).
+    ShellRead,
+    /// A process other than the shell blocked reading the terminal (a REPL).
+    Program,
+}
+
+fn reader_blocked(kind: Reader, shell: i32, tty: &str) -> bool {
+    match kind {
+        Reader::ShellRead => {
+            let Ok(line) = std::fs::read_to_string(format!("/proc/{shell}/syscall")) else {
+                return false;
+            };
+            let mut f = line.split_whitespace();
+            f.next() == Some("0")
+                && f.next() == Some("0x0")
+                && ptyd::waiting::probe::terminal_reader(shell, tty, false).is_some()
+        }
+        Reader::Program => {
+            ptyd::waiting::probe::terminal_reader(shell, tty, false).is_some_and(|r| !r.is_shell)
+        }
+    }
+}
+
+/// Watches /proc every `OBSERVER_STEP` and returns the moment the reader was first seen blocked.
+fn observe(kind: Reader, shell: i32, tty: String) -> std::thread::JoinHandle<Option<Instant>> {
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if reader_blocked(kind, shell, &tty) {
+                return Some(Instant::now());
+            }
+            std::thread::sleep(OBSERVER_STEP);
+        }
+        None
+    })
+}
+
+fn tty_of(pid: i32) -> String {
+    std::fs::read_link(format!("/proc/{pid}/fd/0"))
+        .expect("the shell's stdin")
+        .display()
+        .to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cases
+
+/// Sessions a daemon of the ordinary cases may hold (the contract default).
+const DAEMON_SESSIONS: usize = 256;
+const AGENT: &str = "bench";
+
+fn case_send(setup: &Setup, rows: &mut Vec<Row>) {
+    eprintln!("send latency ...");
+    let daemon = Daemon::spawn(setup, "send", DAEMON_SESSIONS);
+    let mut client = Client::connect(&daemon.socket);
+    let (sid, _) = client.open(AGENT);
+    let mut raw = RawShell::spawn(setup);
+    let tmux = Tmux::start(setup);
+    // Warm-up.
+    let mut wrong = 0;
+    for _ in 0..20 {
+        wrong += client.run_to_prompt(AGENT, &sid, "true");
+        raw.run("true");
+        client.health_check();
+    }
+    tmux.run("true");
+    let (mut p, mut f, mut t) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..LATENCY_ROUNDS {
+        for _ in 0..LATENCY_PTYD_PER_ROUND {
+            let t0 = Instant::now();
+            // A wrong early answer is counted, and the time until the real prompt measured.
+            wrong += client.run_to_prompt(AGENT, &sid, "true");
+            p.push(ms(t0.elapsed()));
+        }
+        for _ in 0..LATENCY_FLOOR_PER_ROUND {
+            let t0 = Instant::now();
+            raw.write_all(b"true\r");
+            raw.read_until(MARK_D, Duration::from_secs(20));
+            client.health_check();
+            f.push(ms(t0.elapsed()));
+            raw.read_until(MARK_B, Duration::from_secs(20));
+        }
+        for _ in 0..LATENCY_TMUX_PER_ROUND {
+            t.push(ms(tmux.run("true")));
+        }
+    }
+    let (pp50, fp50, tp50) = (p50(&p), p50(&f), p50(&t));
+    let json = json!({
+        "ptyd_wrong_wait_reasons": wrong,
+        "ptyd_ms": {"p50": pp50, "p99": p99(&p), "n": p.len()},
+        "raw_floor_ms": {"p50": fp50, "p99": p99(&f), "n": f.len()},
+        "tmux_ms": {"p50": tp50, "p99": p99(&t), "n": t.len()},
+    });
+    rows.push(Row {
+        case: "send latency p50 (p99)".into(),
+        ptyd: format!("{} ({})", fmt_ms(pp50), fmt_ms(p99(&p))),
+        baselines: format!(
+            "floor {} ({}); tmux {} ({})",
+            fmt_ms(fp50),
+            fmt_ms(p99(&f)),
+            fmt_ms(tp50),
+            fmt_ms(p99(&t))
+        ),
+        ratio: format!("{:.2}x floor", pp50 / fp50),
+        bar: "<= 1.3x floor".into(),
+        pass: Some(pp50 <= 1.3 * fp50),
+        json: json.clone(),
+    });
+    rows.push(Row {
+        case: "send: answers other than prompt".into(),
+        ptyd: format!("{wrong} of {}", p.len() + 20),
+        baselines: String::new(),
+        ratio: String::new(),
+        bar: "0".into(),
+        pass: Some(wrong == 0),
+        json: json.clone(),
+    });
+    rows.push(Row {
+        case: "send latency vs tmux".into(),
+        ptyd: fmt_ms(pp50),
+        baselines: format!("tmux {}", fmt_ms(tp50)),
+        ratio: format!("{:.1}x faster", tp50 / pp50),
+        bar: ">= 10x faster".into(),
+        pass: Some(tp50 >= 10.0 * pp50),
+        json,
+    });
+}
+
+fn case_stdin(setup: &Setup, rows: &mut Vec<Row>) {
+    eprintln!("stdin detection ...");
+    let daemon = Daemon::spawn(setup, "stdin", DAEMON_SESSIONS);
+    let mut client = Client::connect(&daemon.socket);
+    let (sid, shell) = client.open(AGENT);
+    let tty = tty_of(shell);
+    let mut raw = RawShell::spawn(setup);
+    let cases = [
+        ("read x", "x", Reader::ShellRead, STDIN_READ_ITERS),
+        ("python3", "exit()", Reader::Program, STDIN_PYTHON_ITERS),
+    ];
+    for (cmd, answer, kind, iters) in cases {
+        // Latency = answer time - the moment the observer saw the reader block; total = from the
+        // write (or Send) to the answer.
+        let (mut p_lat, mut p_tot, mut f_lat, mut f_tot) = (vec![], vec![], vec![], vec![]);
+        for i in 0..iters + 2 {
+            let warm = i < 2;
+            let watcher = observe(kind, shell, tty.clone());
+            let t0 = Instant::now();
+            client.send_expect(AGENT, &sid, cmd, WaitReason::StdinRead);
+            let t1 = Instant::now();
+            let blocked = watcher.join().expect("observer");
+            client.run_to_prompt(AGENT, &sid, answer);
+            if !warm && let Some(b) = blocked {
+                p_lat.push(signed_ms(t1, b));
+                p_tot.push(ms(t1 - t0));
+            }
+
+            let watcher = observe(kind, raw.pid, raw.tty.clone());
+            let t0 = Instant::now();
+            raw.write_all(format!("{cmd}\r").as_bytes());
+            let mut seen = Vec::new();
+            let t1 = loop {
+                std::thread::sleep(Duration::from_millis(1));
+                raw.drain_now(&mut seen);
+                let started = matches!(kind, Reader::Program) || find(&seen, MARK_C).is_some();
+                let found = ptyd::waiting::probe::terminal_reader(raw.pid, &raw.tty, false)
+                    .is_some_and(|r| match kind {
+                        Reader::ShellRead => r.is_shell,
+                        Reader::Program => !r.is_shell,
+                    });
+                if started && found {
+                    break Instant::now();
+                }
+                assert!(t0.elapsed() < Duration::from_secs(30), "floor: no reader");
+            };
+            let blocked = watcher.join().expect("observer");
+            raw.run(answer);
+            if !warm && let Some(b) = blocked {
+                f_lat.push(signed_ms(t1, b));
+                f_tot.push(ms(t1 - t0));
+            }
+        }
+        let (pl, fl) = (p50(&p_lat), p50(&f_lat));
+        rows.push(Row {
+            case: format!("stdin detection p50: {cmd}"),
+            ptyd: format!("{} (total {})", fmt_ms(pl), fmt_ms(p50(&p_tot))),
+            baselines: format!(
+                "floor (1 ms poll) {} (total {})",
+                fmt_ms(fl),
+                fmt_ms(p50(&f_tot))
+            ),
+            ratio: format!("{:+.2} ms vs floor", pl - fl),
+            bar: "< 5 ms".into(),
+            pass: Some(pl < 5.0),
+            json: json!({
+                "command": cmd,
+                "ptyd_detect_ms": {"p50": pl, "p99": p99(&p_lat), "n": p_lat.len()},
+                "ptyd_total_ms": {"p50": p50(&p_tot)},
+                "floor_detect_ms": {"p50": fl, "p99": p99(&f_lat), "n": f_lat.len()},
+                "floor_total_ms": {"p50": p50(&f_tot)},
+                "observer_step_us": OBSERVER_STEP.as_micros() as u64,
+            }),
+        });
+    }
+}
+
+/// `later - earlier` in ms, negative when `later` came first.
+fn signed_ms(later: Instant, earlier: Instant) -> f64 {
+    if later >= earlier {
+        ms(later - earlier)
+    } else {
+        -ms(earlier - later)
+    }
+}
+
+fn stream_bytes(cmd: &str) -> u64 {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{cmd} | wc -c"))
+        .stderr(Stdio::null())
+        .output()
+        .expect("measure a stream");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("wc -c output")
+}
+
+fn case_ingest(setup: &Setup, rows: &mut Vec<Row>) {
+    eprintln!("ingest throughput ...");
+    let daemon = Daemon::spawn(setup, "ingest", DAEMON_SESSIONS);
+    let mut client = Client::connect(&daemon.socket);
+    let (sid, _) = client.open(AGENT);
+    let mut raw = RawShell::spawn(setup);
+    let tmux = Tmux::start(setup);
+    for (name, cmd) in INGEST_STREAMS {
+        let bytes = stream_bytes(cmd);
+        let mb = bytes as f64 / 1e6;
+        let (mut p, mut f, mut t) = (vec![], vec![], vec![]);
+        let (mut pty_bytes, mut reads, mut wrong) = (0, 0, 0);
+        for rep in 0..INGEST_REPS {
+            eprintln!("  {name} rep {}", rep + 1);
+            let t0 = Instant::now();
+            wrong += client.run_to_prompt(AGENT, &sid, cmd);
+            p.push(mb / t0.elapsed().as_secs_f64());
+            let (elapsed, b, r) = raw.run(cmd);
+            f.push(mb / elapsed.as_secs_f64());
+            (pty_bytes, reads) = (b, r);
+            t.push(mb / tmux.run(cmd).as_secs_f64());
+        }
+        let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+        let (pb, fb, tb) = (best(&p), best(&f), best(&t));
+        rows.push(Row {
+            case: format!("ingest MB/s: {name}"),
+            ptyd: format!("{pb:.1}"),
+            baselines: format!("floor {fb:.1}; tmux {tb:.1}"),
+            ratio: format!("{:.2}x floor", pb / fb),
+            bar: ">= 0.9x floor".into(),
+            pass: Some(pb >= 0.9 * fb),
+            json: json!({
+                "command": cmd,
+                "ptyd_wrong_wait_reasons": wrong,
+                "stream_bytes": bytes,
+                "pty_bytes": pty_bytes,
+                "floor_bytes_per_read": pty_bytes as f64 / reads.max(1) as f64,
+                "ptyd_mb_s": p, "raw_floor_mb_s": f, "tmux_mb_s": t,
+                "best": {"ptyd": pb, "raw_floor": fb, "tmux": tb},
+            }),
+        });
+    }
+}
+
+/// The bytes `seq 1 n` shows on a terminal (ONLCR: CR LF line ends).
+fn seq_stream(n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 1..=n {
+        let _ = write!(out, "{i}\r\n");
+    }
+    out
+}
+
+fn case_paging(setup: &Setup, rows: &mut Vec<Row>) {
+    eprintln!("paging ...");
+    let daemon = Daemon::spawn(setup, "paging", DAEMON_SESSIONS);
+    let mut client = Client::connect(&daemon.socket);
+    let (sid, _) = client.open(AGENT);
+    client.run_to_prompt(AGENT, &sid, "seq 1 100000");
+    // The same history in-process: the daemon's own structure, read directly.
+    let mut term = Terminal::new(COLS, ROWS, 100_000, 16 << 20);
+    for chunk in seq_stream(100_000).chunks(4096) {
+        term.feed(chunk);
+    }
+    let mut ptyd_ms: Vec<Vec<f64>> = vec![Vec::new(); PAGING_OFFSETS.len()];
+    let mut base_ms: Vec<Vec<f64>> = vec![Vec::new(); PAGING_OFFSETS.len()];
+    for _ in 0..PAGING_READS {
+        for (i, offset) in PAGING_OFFSETS.iter().enumerate() {
+            let req = ReadRequest {
+                agent_id: AGENT.into(),
+                session_id: sid.clone(),
+                offset: *offset,
+                count: PAGING_LINES,
+                ..Default::default()
+            };
+            let t0 = Instant::now();
+            let resp = client
+                .rt
+                .block_on(client.terminals.read(req))
+                .expect("Read")
+                .into_inner();
+            ptyd_ms[i].push(ms(t0.elapsed()));
+            assert_eq!(
+                resp.line_end + 1 - resp.line_begin,
+                u64::from(PAGING_LINES),
+                "a full page at offset {offset}"
+            );
+            let total = term.total_lines();
+            let end = total - offset;
+            let t0 = Instant::now();
+            let lines = std::hint::black_box(term.lines(end + 1 - u64::from(PAGING_LINES), end));
+            base_ms[i].push(ms(t0.elapsed()));
+            assert_eq!(lines.len(), PAGING_LINES as usize);
+        }
+    }
+    for (i, offset) in PAGING_OFFSETS.iter().enumerate() {
+        let (pv, bv) = (p50(&ptyd_ms[i]), p50(&base_ms[i]));
+        rows.push(Row {
+            case: format!("paging p50: 500 lines at offset {offset}"),
+            ptyd: fmt_ms(pv),
+            baselines: format!("in-process Terminal::lines {}", fmt_ms(bv)),
+            ratio: format!("{:.1}x", pv / bv),
+            bar: "< 1 ms".into(),
+            pass: Some(pv < 1.0),
+            json: json!({"offset": offset, "ptyd_ms": {"p50": pv, "p99": p99(&ptyd_ms[i])},
+                         "in_process_ms": {"p50": bv}}),
+        });
+    }
+}
+
+fn case_scale(setup: &Setup, rows: &mut Vec<Row>) {
+    eprintln!("scale: opening {SCALE_SESSIONS} sessions ...");
+    let daemon = Daemon::spawn(setup, "scale", SCALE_SESSIONS + SCALE_AGENTS);
+    let client = Client::connect(&daemon.socket);
+    let daemon_pid = daemon.pid();
+    // Warm-up: one session opened and closed, so lazily built state is not counted per session.
+    let mut c = client.terminals.clone();
+    let warm = client
+        .rt
+        .block_on(c.open(OpenRequest {
+            agent_id: "warm".into(),
+            r#type: "bash".into(),
+            ..Default::default()
+        }))
+        .expect("Open")
+        .into_inner()
+        .session
+        .expect("session");
+    client
+        .rt
+        .block_on(c.close(ptyd::pb::CloseRequest {
+            agent_id: "warm".into(),
+            session_id: warm.session_id,
+        }))
+        .expect("Close");
+    std::thread::sleep(Duration::from_millis(500));
+    let rss_before = rss_kib(daemon_pid).expect("daemon RSS");
+    let t0 = Instant::now();
+    let pids: Vec<i32> = client.rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        let mut pids = Vec::new();
+        for i in 0..SCALE_SESSIONS {
+            while set.len() >= SCALE_CONCURRENCY {
+                pids.push(set.join_next().await.expect("task").expect("join"));
+            }
+            let mut c = client.terminals.clone();
+            set.spawn(async move {
+                let info = c
+                    .open(OpenRequest {
+                        agent_id: format!("s{}", i % SCALE_AGENTS),
+                        r#type: "bash".into(),
+                        cols: COLS.into(),
+                        rows: ROWS.into(),
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("Open")
+                    .into_inner()
+                    .session
+                    .expect("session");
+                info.pid as i32
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            pids.push(r.expect("join"));
+        }
+        pids
+    });
+    let open_s = t0.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_secs(2));
+    let rss_after = rss_kib(daemon_pid).expect("daemon RSS");
+    let per_session = (rss_after.saturating_sub(rss_before)) as f64 / SCALE_SESSIONS as f64;
+    let shells: u64 = pids.iter().filter_map(|p| rss_kib(*p)).sum();
+    let per_shell = shells as f64 / pids.len() as f64;
+    eprintln!("scale: idle CPU over {SCALE_IDLE:?} ...");
+    let cpu0 = cpu_seconds(daemon_pid);
+    let w0 = Instant::now();
+    std::thread::sleep(SCALE_IDLE);
+    let cpu_pct = (cpu_seconds(daemon_pid) - cpu0) / w0.elapsed().as_secs_f64() * 100.0;
+    let mut list_ms = Vec::new();
+    let mut c = client.terminals.clone();
+    for i in 0..SCALE_LIST_CALLS {
+        let t0 = Instant::now();
+        let resp = client
+            .rt
+            .block_on(c.list(ListRequest {
+                agent_id: format!("s{}", i % SCALE_AGENTS),
+            }))
+            .expect("List")
+            .into_inner();
+        list_ms.push(ms(t0.elapsed()));
+        assert!(!resp.sessions.is_empty());
+    }
+    let lp50 = p50(&list_ms);
+    let detail = json!({
+        "sessions": SCALE_SESSIONS, "agents": SCALE_AGENTS, "open_seconds": open_s,
+        "daemon_rss_kib": {"before": rss_before, "after": rss_after},
+        "daemon_kib_per_session": per_session, "bash_kib_per_session": per_shell,
+        "idle_cpu_percent": cpu_pct, "list_ms": {"p50": lp50, "p99": p99(&list_ms)},
+    });
+    rows.push(Row {
+        case: format!("scale: daemon RSS per idle session ({SCALE_SESSIONS})"),
+        ptyd: format!("{per_session:.1} KiB"),
+        baselines: format!("bash itself {per_shell:.0} KiB"),
+        ratio: format!("{:.3}x bash", per_session / per_shell),
+        bar: "<= 256 KiB".into(),
+        pass: Some(per_session <= 256.0),
+        json: detail.clone(),
+    });
+    rows.push(Row {
+        case: format!("scale: daemon idle CPU ({} s)", SCALE_IDLE.as_secs()),
+        ptyd: format!("{cpu_pct:.2}%"),
+        baselines: String::new(),
+        ratio: String::new(),
+        bar: "< 0.5%".into(),
+        pass: Some(cpu_pct < 0.5),
+        json: detail.clone(),
+    });
+    rows.push(Row {
+        case: format!(
+            "scale: List p50 ({} sessions per agent)",
+            SCALE_SESSIONS.div_ceil(SCALE_AGENTS)
+        ),
+        ptyd: fmt_ms(lp50),
+        baselines: String::new(),
+        ratio: String::new(),
+        bar: "< 2 ms".into(),
+        pass: Some(lp50 < 2.0),
+        json: detail,
+    });
+    drop(client);
+    eprintln!("scale: closing ...");
+    drop(daemon);
+}
+
+/// Typical 60-character output lines (an `ls -l`-like listing), deterministic.
+fn typical_lines() -> Vec<String> {
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    (0..MEMORY_LINES)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut line = format!(
+                "-rw-r--r-- 1 user group {:>7} Jan {:>2} 12:{:02} file_{:x}_{}.txt",
+                x % 1_000_000,
+                1 + x % 28,
+                x % 60,
+                x >> 40,
+                i
+            );
+            line.truncate(MEMORY_LINE_LEN);
+            while line.len() < MEMORY_LINE_LEN {
+                line.push('x');
+            }
+            line
+        })
+        .collect()
+}
+
+fn case_memory(rows: &mut Vec<Row>) {
+    eprintln!("history memory ...");
+    let lines = typical_lines();
+    let raw: usize = lines.iter().map(String::len).sum();
+    let mut stream = Vec::with_capacity(raw + 2 * lines.len());
+    for l in &lines {
+        stream.extend_from_slice(l.as_bytes());
+        stream.extend_from_slice(b"\r\n");
+    }
+    let (history_heap, history) = heap_of(|| {
+        let mut history = History::new(MEMORY_LINES as u64, 1 << 30);
+        for l in &lines {
+            history.push(l);
+        }
+        history
+    });
+    drop(history);
+    let (term_heap, term) = heap_of(|| {
+        let mut term = Terminal::new(COLS, ROWS, MEMORY_LINES as u64, 1 << 30);
+        for chunk in stream.chunks(EMULATOR_CHUNK) {
+            term.feed(chunk);
+        }
+        term
+    });
+    assert_eq!(term.total_lines(), MEMORY_LINES as u64);
+    drop(term);
+    let ratio = term_heap as f64 / raw as f64;
+    rows.push(Row {
+        case: "history memory: 100k x 60-char lines".into(),
+        ptyd: format!("{:.2} MB", term_heap as f64 / 1e6),
+        baselines: format!(
+            "raw {:.2} MB; History alone {:.2} MB",
+            raw as f64 / 1e6,
+            history_heap as f64 / 1e6
+        ),
+        ratio: format!("{ratio:.2}x raw"),
+        bar: "<= 2x raw".into(),
+        pass: Some(ratio <= 2.0),
+        json: json!({"raw_bytes": raw, "terminal_heap_bytes": term_heap,
+                     "history_heap_bytes": history_heap}),
+    });
+}
+
+/// A generated stream as a terminal shows it (CR LF line ends).
+fn generated_stream(name: &str) -> Vec<u8> {
+    match name {
+        "seq" => seq_stream(3_000_000),
+        "base64" => {
+            // base64 of zeros: 76-character lines of 'A'.
+            let total = 100usize << 20;
+            let chars = total.div_ceil(3) * 4;
+            let mut out = Vec::with_capacity(chars + chars / 76 * 2 + 2);
+            let mut left = chars;
+            while left > 0 {
+                let n = left.min(76);
+                out.extend(std::iter::repeat_n(b'A', n));
+                out.extend_from_slice(b"\r\n");
+                left -= n;
+            }
+            out
+        }
+        "ls" => {
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg("ls -lR --color=always /usr")
+                .stderr(Stdio::null())
+                .output()
+                .expect("ls -lR");
+            let mut v = Vec::with_capacity(out.stdout.len() * 102 / 100);
+            for b in out.stdout {
+                if b == b'\n' {
+                    v.push(b'\r');
+                }
+                v.push(b);
+            }
+            v
+        }
+        other => panic!("unknown stream {other:?} (base64, seq, ls)"),
+    }
+}
+
+/// Feeds `stream` in `chunk`-byte pieces, doing per piece what the session actor does per PTY
+/// read (feed, take the marks, count the lines for the published state). Returns MB/s.
+fn feed_stream(stream: &[u8], chunk: usize) -> f64 {
+    let mut term = Terminal::new(COLS, ROWS, 100_000, 16 << 20);
+    let t0 = Instant::now();
+    for piece in stream.chunks(chunk) {
+        term.feed(piece);
+        std::hint::black_box(term.take_marks());
+        std::hint::black_box(term.total_lines());
+    }
+    stream.len() as f64 / 1e6 / t0.elapsed().as_secs_f64()
+}
+
+fn case_emulator(rows: &mut Vec<Row>) {
+    eprintln!("emulator only ...");
+    for name in ["base64", "seq", "ls"] {
+        let stream = generated_stream(name);
+        let best = (0..2)
+            .map(|_| feed_stream(&stream, EMULATOR_CHUNK))
+            .fold(0.0, f64::max);
+        rows.push(Row::info(
+            &format!("info: terminal model only, {name} ({EMULATOR_CHUNK} B chunks)"),
+            format!("{best:.1} MB/s"),
+            String::new(),
+            json!({"stream": name, "bytes": stream.len(), "chunk": EMULATOR_CHUNK, "mb_s": best}),
+        ));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+fn machine() -> Value {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    json!({"cpus": cpus, "model": model, "kernel": kernel})
+}
+
+fn today() -> String {
+    Command::new("date")
+        .arg("-u")
+        .arg("+%Y-%m-%d")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn print_table(rows: &[Row]) {
+    let header = ["case", "ptyd", "baseline(s)", "ratio", "bar", "pass"];
+    let cells: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.case.clone(),
+                r.ptyd.clone(),
+                r.baselines.clone(),
+                r.ratio.clone(),
+                r.bar.clone(),
+                match r.pass {
+                    Some(true) => "yes".into(),
+                    Some(false) => "NO".into(),
+                    None => String::new(),
+                },
+            ]
+        })
+        .collect();
+    let mut out = String::new();
+    out.push_str(&format!("| {} |\n", header.join(" | ")));
+    out.push_str(&format!("|{}\n", " --- |".repeat(header.len())));
+    for c in &cells {
+        out.push_str(&format!("| {} |\n", c.join(" | ")));
+    }
+    println!("{out}");
+}
+
+fn write_json(rows: &[Row], machine: Value, date: &str) {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+        .join("bench");
+    std::fs::create_dir_all(&dir).expect("create target/bench");
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "case": r.case, "ptyd": r.ptyd, "baselines": r.baselines, "ratio": r.ratio,
+                "bar": r.bar, "pass": r.pass, "detail": r.json,
+            })
+        })
+        .collect();
+    let doc = json!({"date": date, "machine": machine, "rows": rows});
+    let path = dir.join("compare.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("json"))
+        .expect("write compare.json");
+    eprintln!("wrote {}", path.display());
+}
+
+/// The daemon process (`__daemon SOCKET SESSIONS_TOTAL`): `ptyd::server::serve` on a
+/// multi-threaded runtime, as `ptyd serve` runs it, until SIGTERM.
+fn daemon_main(socket: &Path, sessions_total: usize) {
+    let mut config = ptyd::config::Config::default();
+    config.limits.sessions_total = sessions_total;
+    config.close_grace = Duration::from_millis(200);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("daemon runtime");
+    rt.block_on(async {
+        let listener = ptyd::server::bind(socket).expect("bind the daemon socket");
+        let shutdown = async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            term.recv().await;
+        };
+        ptyd::server::serve(listener, config, shutdown)
+            .await
+            .expect("serve");
+    });
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    if args.first().map(String::as_str) == Some("__daemon") {
+        let total = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(256);
+        daemon_main(Path::new(&args[1]), total);
+        return;
+    }
+    if args.first().map(String::as_str) == Some("feed") {
+        let name = args.get(1).map_or("seq", String::as_str);
+        let mut stream = generated_stream(name);
+        if let Some(mb) = args.get(2).and_then(|s| s.parse::<usize>().ok()) {
+            stream.truncate(mb << 20);
+        }
+        let chunk = args
+            .get(3)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(EMULATOR_CHUNK);
+        let mbs = feed_stream(&stream, chunk);
+        println!(
+            "{name}: {} bytes in {chunk} B chunks: {mbs:.1} MB/s",
+            stream.len()
+        );
+        return;
+    }
+    let wanted = |case: &str| args.is_empty() || args.iter().any(|a| a == case);
+    become_subreaper();
+    raise_fd_limit();
+    let _sweep = SweepGuard;
+    let setup = Setup::new();
+    let machine = machine();
+    let date = today();
+    eprintln!(
+        "ptyd compare bench: {} cpus, {}",
+        machine["cpus"], machine["model"]
+    );
+    let mut rows = Vec::new();
+    let t0 = Instant::now();
+    if wanted("send") {
+        case_send(&setup, &mut rows);
+    }
+    if wanted("stdin") {
+        case_stdin(&setup, &mut rows);
+    }
+    if wanted("ingest") {
+        case_ingest(&setup, &mut rows);
+    }
+    if wanted("paging") {
+        case_paging(&setup, &mut rows);
+    }
+    if wanted("scale") {
+        case_scale(&setup, &mut rows);
+    }
+    if wanted("memory") {
+        case_memory(&mut rows);
+    }
+    if wanted("emulator") {
+        case_emulator(&mut rows);
+    }
+    println!(
+        "\nptyd compare bench, {date}, {} cpus ({}), {:.0} s\n",
+        machine["cpus"],
+        machine["model"].as_str().unwrap_or(""),
+        t0.elapsed().as_secs_f64()
+    );
+    print_table(&rows);
+    write_json(&rows, machine, &date);
+}

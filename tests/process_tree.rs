@@ -1,0 +1,641 @@
+//! Nothing a session starts survives it, in both process-tracking modes: every escape a shell
+//! user knows (background, `nohup`, `disown`, `setsid`, a double-forked daemon, a subshell
+//! orphan, `env -i setsid`, a stopped job) is gone when Close returns; SIGTERM to a real
+//! `ptyd serve` with ten busy sessions exits 0 and leaves none of their processes; a restarted
+//! daemon removes the session cgroups a crashed one left; the daemon's environment does not leak
+//! into sessions; the TCP listener demands its bearer token.
+//!
+//! Cgroup-mode tests need a writable cgroup v2 subtree (root, or a delegated systemd unit); on a
+//! machine without one they print why and pass without running.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use ptyd::pb::{CloseOutcome, OpenRequest, SendRequest, SignalRequest, WaitReason};
+use ptyd::reaper::ProcessTracking;
+use support::*;
+use tonic::Code;
+
+const A: &str = "tree";
+/// How long a spawned `ptyd serve` may take to answer or to exit.
+const PROCESS_DEADLINE: Duration = Duration::from_secs(60);
+/// How long an escaped process may take to show up after the command that starts it returned
+/// (a double fork finishes asynchronously).
+const APPEAR_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A config forcing `mode`.
+fn config(mode: ProcessTracking) -> ptyd::config::Config {
+    ptyd::config::Config {
+        process_tracking: mode,
+        ..Default::default()
+    }
+}
+
+/// Whether cgroup mode can run here; says why not when it cannot.
+fn cgroup_mode_available(test: &str) -> bool {
+    match ptyd::cgroup::hierarchy() {
+        Ok(_) => true,
+        Err(why) => {
+            eprintln!("SKIPPED {test}: no writable cgroup v2 subtree on this machine: {why}");
+            false
+        }
+    }
+}
+
+/// A number no other test or run uses, for recognisable `sleep` arguments.
+fn nonce() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    format!(
+        "{}{:03}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Pids of live processes whose command line is exactly `sleep <arg>`.
+fn sleeps_with(arg: &str) -> Vec<u32> {
+    let want = format!("sleep\0{arg}\0");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want.as_bytes())
+        })
+        .filter(|pid| process_is_running(*pid))
+        .collect()
+}
+
+/// Waits until exactly one live `sleep <arg>` exists and returns its pid.
+async fn the_sleep(arg: &str, what: &str) -> u32 {
+    let arg2 = arg.to_owned();
+    wait_until(APPEAR_DEADLINE, &format!("{what} runs"), move || {
+        let arg = arg2.clone();
+        async move { sleeps_with(&arg).len() == 1 }
+    })
+    .await;
+    sleeps_with(arg)[0]
+}
+
+fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].chars().next()
+}
+
+/// The escapes, each starting `sleep 1000.<nonce><i>` differently; the last one is a foreground
+/// sleep stopped with SIGTSTP.
+fn escapes(n: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("background job", format!("sleep 1000.{n}1 &")),
+        ("nohup", format!("nohup sleep 1000.{n}2 >/dev/null 2>&1 &")),
+        ("disown", format!("sleep 1000.{n}3 & disown")),
+        ("setsid", format!("setsid sleep 1000.{n}4 &")),
+        (
+            "double-forked daemon",
+            format!(
+                "sh -c 'setsid sh -c \"sleep 1000.{n}5 </dev/null >/dev/null 2>&1 & exit 0\" & \
+                 exit 0' </dev/null >/dev/null 2>&1"
+            ),
+        ),
+        ("subshell orphan", format!("(sleep 1000.{n}6 &)")),
+        ("env -i setsid", format!("env -i setsid sleep 1000.{n}7 &")),
+    ]
+}
+
+/// Starts every escape in a fresh session of a daemon tracking processes as `mode`, closes the
+/// session, and asserts none of their processes is left.
+async fn nothing_escapes_close(mode: ProcessTracking) {
+    let mut d = start_daemon_with(config(mode)).await;
+    let cwd = d.dir().display().to_string();
+    let c = &mut d.client;
+    let opened = open_with(
+        c,
+        OpenRequest {
+            agent_id: A.into(),
+            cwd,
+            ..Default::default()
+        },
+    )
+    .await;
+    let info = opened.session.expect("a session");
+    let sid = info.session_id.clone();
+    assert_tracked(info.pid, mode);
+    let n = nonce();
+    let mut victims = vec![("shell", info.pid)];
+    for (what, cmd) in escapes(&n) {
+        let fr = send(c, A, &sid, cmd.as_str()).await;
+        assert_eq!(
+            fr.wait_reason(),
+            WaitReason::Prompt,
+            "{what}: {cmd}: {fr:?}"
+        );
+        let i = victims.len();
+        victims.push((what, the_sleep(&format!("1000.{n}{i}"), what).await));
+    }
+    // A foreground job stopped with SIGTSTP: Close must continue it to kill it.
+    let stopped_arg = format!("1000.{n}8");
+    let fr = send_with(
+        c,
+        SendRequest {
+            timeout_ms: 300,
+            ..send_request(A, &sid, &format!("sleep {stopped_arg}"))
+        },
+    )
+    .await
+    .0;
+    assert_eq!(fr.wait_reason(), WaitReason::Timeout, "{fr:?}");
+    let stopped = the_sleep(&stopped_arg, "the foreground sleep").await;
+    c.signal(SignalRequest {
+        agent_id: A.into(),
+        session_id: sid.clone(),
+        signal: "SIGTSTP".into(),
+    })
+    .await
+    .expect("SIGTSTP the foreground job");
+    wait_until(APPEAR_DEADLINE, "the job is stopped", || async move {
+        state(stopped) == Some('T')
+    })
+    .await;
+    victims.push(("stopped job", stopped));
+    for (what, pid) in &victims {
+        assert!(process_is_running(*pid), "{what} ({pid}) runs before Close");
+    }
+
+    let closed = close(c, A, &sid).await;
+    assert_eq!(closed.outcome(), CloseOutcome::Closed);
+    let left: Vec<String> = victims
+        .iter()
+        .filter(|(_, pid)| Path::new(&format!("/proc/{pid}")).exists())
+        .map(|(what, pid)| format!("{what} ({pid}, state {:?})", state(*pid)))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "{mode} mode: after Close returned these still exist: {left:?}"
+    );
+    d.stop().await;
+}
+
+/// Asserts the session's program is tracked as `mode` says: in its own cgroup, or under its
+/// helper.
+fn assert_tracked(shell: u32, mode: ProcessTracking) {
+    let cgroup = std::fs::read_to_string(format!("/proc/{shell}/cgroup")).unwrap_or_default();
+    let own = cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("");
+    let parent = ptyd::reaper::stat_field(shell as i32, 4).unwrap_or(0) as i32;
+    assert_eq!(
+        ptyd::reaper::command_name(parent).as_deref(),
+        Some("ptyd-helper"),
+        "the shell runs under its session helper"
+    );
+    match mode {
+        ProcessTracking::Cgroup => {
+            let leaf = own.rsplit('/').next().unwrap_or("");
+            assert!(
+                leaf.starts_with("ptyd-") && leaf.ends_with("-t1"),
+                "the shell is in its session cgroup: {own:?}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(format!("/proc/{parent}/cgroup")).unwrap_or_default(),
+                cgroup,
+                "the helper is in the session cgroup too"
+            );
+        }
+        _ => assert!(
+            !own.rsplit('/').next().unwrap_or("").starts_with("ptyd-"),
+            "no session cgroup in subreaper mode: {own:?}"
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_escapes_close_in_cgroup_mode() {
+    if !cgroup_mode_available("nothing_escapes_close_in_cgroup_mode") {
+        return;
+    }
+    timed(nothing_escapes_close(ProcessTracking::Cgroup)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_escapes_close_in_subreaper_mode() {
+    timed(nothing_escapes_close(ProcessTracking::Subreaper)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_concurrent_close_answers_already_closing() {
+    timed(async {
+        // A long grace, and a `nohup` job that ignores the polite SIGHUP: the first Close stays
+        // in its grace period long enough for the second one to arrive.
+        let mut d = start_daemon_with(ptyd::config::Config {
+            close_grace: Duration::from_secs(5),
+            ..config(ProcessTracking::Subreaper)
+        })
+        .await;
+        let c = &mut d.client;
+        let sid = open(c, A).await;
+        let shell = session_info(c, A, &sid).await.unwrap().pid;
+        run_ok(c, A, &sid, "nohup sleep 1000 >/dev/null 2>&1 &").await;
+        let req = ptyd::pb::CloseRequest {
+            agent_id: A.into(),
+            session_id: sid.clone(),
+        };
+        let mut c1 = c.clone();
+        let (first, second) = tokio::join!(c1.close(req.clone()), async {
+            // The shell dies of the first Close's SIGHUP; the nohup job holds the Close open.
+            wait_until(
+                Duration::from_secs(10),
+                "the first Close has begun",
+                || async move { !process_is_running(shell) },
+            )
+            .await;
+            c.clone().close(req.clone()).await
+        });
+        let second = second.expect("the second Close").into_inner();
+        assert_eq!(second.outcome(), CloseOutcome::AlreadyClosing);
+        assert_eq!(
+            second.rendered,
+            format!("terminal session {sid} was already closing")
+        );
+        assert_eq!(
+            first.expect("the first Close").into_inner().outcome(),
+            CloseOutcome::Closed
+        );
+        d.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A real daemon process
+
+/// The real binary, with nothing of the test's client settings inherited.
+fn ptyd_command(dir: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ptyd"));
+    cmd.env_remove("PTYD_SOCKET")
+        .env_remove("PTYD_AGENT")
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID")
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_RUNTIME_DIR", dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Starts `ptyd serve` on `<dir>/ptyd.sock` with `args`; returns it once it answers.
+async fn spawn_daemon(
+    dir: &Path,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> (tokio::process::Child, std::path::PathBuf) {
+    let socket = dir.join("ptyd.sock");
+    let mut cmd = ptyd_command(dir);
+    cmd.arg("--socket").arg(&socket).arg("serve").args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("start ptyd serve");
+    let s = socket.clone();
+    wait_until(PROCESS_DEADLINE, "the spawned daemon answers", move || {
+        let s = s.clone();
+        async move { ptyd::client::connect(&s).await.is_ok() }
+    })
+    .await;
+    (child, socket)
+}
+
+/// SIGTERMs `child` and asserts it exits 0 within the deadline.
+async fn terminate(mut child: tokio::process::Child) {
+    let pid = child.id().expect("the daemon runs") as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM the daemon");
+    let status = tokio::time::timeout(PROCESS_DEADLINE, child.wait())
+        .await
+        .expect("the daemon exits after SIGTERM")
+        .expect("wait for the daemon");
+    assert!(
+        status.success(),
+        "the daemon exits 0 after SIGTERM: {status}"
+    );
+}
+
+async fn sigterm_ends_every_busy_session(mode: ProcessTracking) {
+    let dir = tempfile::Builder::new()
+        .prefix("ptyd-sigterm-")
+        .tempdir()
+        .unwrap();
+    let (child, socket) = spawn_daemon(dir.path(), &["--process-tracking", mode.name()], &[]).await;
+    let daemon = child.id().expect("the daemon runs") as i32;
+    let mut c = ptyd::client::connect(&socket).await.expect("connect");
+    let n = nonce();
+    let mut sessions = Vec::new();
+    for i in 0..10 {
+        let sid = open(&mut c, A).await;
+        // Half run a foreground sleep, half a CPU-bound loop; every other one also leaves a
+        // setsid'd orphan behind.
+        let cmd = match i % 2 {
+            0 => format!("sleep 1000.{n}{i}"),
+            _ => "yes > /dev/null".to_owned(),
+        };
+        let cmd = if i % 4 < 2 {
+            format!("setsid sleep 1001.{n}{i} & {cmd}")
+        } else {
+            cmd
+        };
+        let fr = send_with(
+            &mut c,
+            SendRequest {
+                timeout_ms: 200,
+                ..send_request(A, &sid, &cmd)
+            },
+        )
+        .await
+        .0;
+        assert_eq!(fr.wait_reason(), WaitReason::Timeout, "{cmd}: {fr:?}");
+        sessions.push(sid);
+    }
+    let n2 = n.clone();
+    wait_until(APPEAR_DEADLINE, "every busy process runs", move || {
+        let n = n2.clone();
+        async move {
+            (0..10)
+                .step_by(2)
+                .all(|i| sleeps_with(&format!("1000.{n}{i}")).len() == 1)
+                && [0, 1, 4, 5, 8, 9]
+                    .iter()
+                    .all(|i| sleeps_with(&format!("1001.{n}{i}")).len() == 1)
+        }
+    })
+    .await;
+    let owned = ptyd::reaper::live_descendants(daemon);
+    assert!(
+        owned.len() >= 10 * 3,
+        "helpers, shells and their programs run under the daemon: {owned:?}"
+    );
+    let cgroups = session_cgroups(daemon);
+    if mode == ProcessTracking::Cgroup {
+        assert_eq!(cgroups.len(), 10, "one cgroup per session: {cgroups:?}");
+    }
+    drop(c);
+    terminate(child).await;
+    let left: Vec<(u32, Option<char>)> = owned
+        .iter()
+        .map(|&p| p as u32)
+        .filter(|p| Path::new(&format!("/proc/{p}")).exists())
+        .map(|p| (p, state(p)))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "{mode} mode: processes of the daemon's sessions survived it: {left:?}"
+    );
+    let left: Vec<_> = cgroups.iter().filter(|p| p.exists()).collect();
+    assert!(
+        left.is_empty(),
+        "session cgroups survived the daemon: {left:?}"
+    );
+}
+
+/// The session cgroups of the daemon `pid` (named `ptyd-<pid>-...`), if it has any.
+fn session_cgroups(pid: i32) -> Vec<std::path::PathBuf> {
+    let Ok((base, _)) = ptyd::cgroup::current_dir() else {
+        return Vec::new();
+    };
+    let prefix = format!("ptyd-{pid}-");
+    std::fs::read_dir(base)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_every_busy_session_in_cgroup_mode() {
+    if !cgroup_mode_available("sigterm_ends_every_busy_session_in_cgroup_mode") {
+        return;
+    }
+    timed(sigterm_ends_every_busy_session(ProcessTracking::Cgroup)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_every_busy_session_in_subreaper_mode() {
+    timed(sigterm_ends_every_busy_session(ProcessTracking::Subreaper)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_daemon_removes_the_cgroups_a_crashed_one_left() {
+    if !cgroup_mode_available("a_restarted_daemon_removes_the_cgroups_a_crashed_one_left") {
+        return;
+    }
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-stale-")
+            .tempdir()
+            .unwrap();
+        // A daemon "crashed" by SIGKILL: nothing closed its sessions.
+        let (mut crashed, socket) =
+            spawn_daemon(dir.path(), &["--process-tracking", "cgroup"], &[]).await;
+        let crashed_pid = crashed.id().expect("runs") as i32;
+        let mut c = ptyd::client::connect(&socket).await.expect("connect");
+        let sid = open(&mut c, A).await;
+        let n = nonce();
+        run_ok(&mut c, A, &sid, &format!("setsid sleep 1000.{n} &")).await;
+        let survivor = the_sleep(&format!("1000.{n}"), "the session's sleep").await;
+        let left = session_cgroups(crashed_pid);
+        assert_eq!(left.len(), 1, "{left:?}");
+        drop(c);
+        crashed.kill().await.expect("SIGKILL the daemon");
+        // Its helper notices the daemon is gone and ends the session by itself; to model a
+        // crash the helper could not handle, put a fresh process into the orphaned cgroup.
+        let mut planted = std::process::Command::new("sleep")
+            .arg(format!("1001.{n}"))
+            .spawn()
+            .expect("start a sleep");
+        std::fs::write(left[0].join("cgroup.procs"), planted.id().to_string())
+            .expect("move the sleep into the orphaned cgroup");
+
+        let (next, _) = spawn_daemon(dir.path(), &["--process-tracking", "cgroup"], &[]).await;
+        // Start-up killed the planted process (our child: reap it) and removed the cgroup.
+        let status = tokio::task::spawn_blocking(move || planted.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!status.success(), "the planted sleep was killed: {status}");
+        assert!(!left[0].exists(), "{} was removed", left[0].display());
+        assert!(
+            !process_is_running(survivor),
+            "the crashed session's sleep is gone"
+        );
+        terminate(next).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemons_environment_does_not_reach_sessions() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-env-")
+            .tempdir()
+            .unwrap();
+        let (child, socket) = spawn_daemon(
+            dir.path(),
+            &[],
+            &[("PTYD_TEST_SECRET", "hunter2"), ("PAGER", "less")],
+        )
+        .await;
+        let mut c = ptyd::client::connect(&socket).await.expect("connect");
+        let sid = open(&mut c, A).await;
+        let out = run_ok(
+            &mut c,
+            A,
+            &sid,
+            "echo \"secret=[$PTYD_TEST_SECRET] pager=$PAGER id=$PTYD_SESSION_ID\"",
+        )
+        .await;
+        assert_eq!(out, format!("secret=[] pager=cat id={sid}"));
+        let env = run_ok(&mut c, A, &sid, "env | grep -c hunter2 || true").await;
+        assert_eq!(env, "0", "no variable carries the secret");
+        drop(c);
+        terminate(child).await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TCP
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tcp_listener_needs_the_bearer_token() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-tcp-")
+            .tempdir()
+            .unwrap();
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, "s3cret-token\n").unwrap();
+
+        // The token file must be private, and each flag needs the other.
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let tf = token_file.display().to_string();
+        for (args, says) in [
+            (
+                vec!["--listen-tcp", addr.as_str(), "--token-file", tf.as_str()],
+                "readable by others",
+            ),
+            (vec!["--listen-tcp", addr.as_str()], "--token-file"),
+            (vec!["--token-file", tf.as_str()], "--listen-tcp"),
+        ] {
+            let mut cmd = ptyd_command(dir.path());
+            cmd.arg("--socket")
+                .arg(dir.path().join("refused.sock"))
+                .arg("serve")
+                .args(&args)
+                .stderr(Stdio::piped());
+            let out = tokio::time::timeout(PROCESS_DEADLINE, cmd.output())
+                .await
+                .expect("exits in time")
+                .expect("runs");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{args:?} is refused");
+            assert!(stderr.contains(says), "{args:?}: {stderr}");
+        }
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        let (child, socket) = spawn_daemon(
+            dir.path(),
+            &["--listen-tcp", &addr, "--token-file", &tf],
+            &[],
+        )
+        .await;
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .expect("connect over TCP");
+        let with = |token: Option<&'static str>| {
+            ptyd::pb::terminals_client::TerminalsClient::with_interceptor(
+                channel.clone(),
+                move |mut req: tonic::Request<()>| {
+                    if let Some(t) = token {
+                        req.metadata_mut()
+                            .insert("authorization", t.parse().unwrap());
+                    }
+                    Ok(req)
+                },
+            )
+        };
+        let list = ptyd::pb::ListRequest { agent_id: A.into() };
+        for (token, what) in [
+            (None, "no token"),
+            (Some("Bearer wrong"), "a wrong token"),
+            (Some("s3cret-token"), "the token without `Bearer`"),
+            (Some("Bearer s3cret-token2"), "a longer token"),
+        ] {
+            let s = with(token).list(list.clone()).await.expect_err(what);
+            assert_eq!(s.code(), Code::Unauthenticated, "{what}: {s:?}");
+        }
+        // Health is behind the token too.
+        let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+        let s = health
+            .check(tonic_health::pb::HealthCheckRequest::default())
+            .await
+            .expect_err("health without a token");
+        assert_eq!(s.code(), Code::Unauthenticated);
+
+        let mut good = with(Some("Bearer s3cret-token"));
+        let opened = good
+            .open(OpenRequest {
+                agent_id: A.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("Open with the token")
+            .into_inner();
+        let sid = opened.session.unwrap().session_id;
+        let fr = good
+            .send(send_request(A, &sid, "echo over-tcp"))
+            .await
+            .expect("Send with the token")
+            .into_inner();
+        assert!(fr.rendered.starts_with("over-tcp\n"), "{}", fr.rendered);
+        // The Unix socket needs no token.
+        let mut local = ptyd::client::connect(&socket).await.expect("connect");
+        assert_eq!(list_ids(&mut local).await, vec![sid]);
+        drop((good, local, channel));
+        terminate(child).await;
+    })
+    .await;
+}
+
+async fn list_ids(c: &mut Client) -> Vec<String> {
+    list(c, A)
+        .await
+        .sessions
+        .into_iter()
+        .map(|s| s.session_id)
+        .collect()
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}

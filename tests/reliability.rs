@@ -1,0 +1,336 @@
+//! The reliability suite: no output is lost under a flood from many sessions at once; 64
+//! sessions under concurrent sends, reads and lists from many client tasks all settle correctly
+//! while the health check keeps answering within 100 ms; one agent's session limit does not
+//! touch another agent.
+
+mod support;
+
+use std::future::Future;
+use std::time::Duration;
+
+use ptyd::pb::{OpenRequest, ReadRequest, SendRequest, WaitReason};
+use support::*;
+use tonic::Code;
+use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+/// Bound for the heavy tests below, which move tens of megabytes through PTYs on a small,
+/// shared machine; a hang still fails instead of blocking CI.
+const HEAVY_DEADLINE: Duration = Duration::from_secs(600);
+/// A send's wait deadline in the heavy tests: far above the few seconds the work takes.
+const HEAVY_SEND_MS: u32 = 300_000;
+/// The responsiveness bar: every health check answers within this.
+const HEALTH_BAR: Duration = Duration::from_millis(100);
+/// Pause between health checks, so the checker samples the whole run without hogging a core.
+const HEALTH_EVERY: Duration = Duration::from_millis(20);
+
+async fn timed_for<F: Future>(limit: Duration, body: F) -> F::Output {
+    match tokio::time::timeout(limit, body).await {
+        Ok(out) => out,
+        Err(_) => panic!("test did not finish within {limit:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// No output lost
+
+/// Sessions flooding at once, and the numbers each prints.
+const FLOOD_SESSIONS: usize = 16;
+const FLOOD_NUMBERS: u64 = 200_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_output_is_lost_when_sixteen_sessions_flood_at_once() {
+    timed_for(HEAVY_DEADLINE, async {
+        let d = start_daemon_with(ptyd::config::Config {
+            // All of it must stay retained to be read back.
+            history_lines: FLOOD_NUMBERS + 1_000,
+            ..Default::default()
+        })
+        .await;
+        let mut c = d.client();
+        let mut sessions = Vec::new();
+        for i in 0..FLOOD_SESSIONS {
+            let agent = format!("flood{i}");
+            let sid = open(&mut c, &agent).await;
+            sessions.push((agent, sid));
+        }
+        let mut floods = tokio::task::JoinSet::new();
+        for (agent, sid) in sessions.clone() {
+            let mut c = d.client();
+            floods.spawn(async move {
+                let fr = send_with(
+                    &mut c,
+                    SendRequest {
+                        timeout_ms: HEAVY_SEND_MS,
+                        ..send_request(&agent, &sid, &format!("seq 1 {FLOOD_NUMBERS}"))
+                    },
+                )
+                .await
+                .0;
+                assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{sid}: {fr:?}");
+                assert_eq!(fr.exit_code, Some(0), "{sid}");
+            });
+        }
+        while let Some(done) = floods.join_next().await {
+            done.expect("a flood task panicked");
+        }
+        for (agent, sid) in &sessions {
+            let numbers = page_through(&mut c, agent, sid).await;
+            assert_eq!(
+                numbers.len() as u64,
+                FLOOD_NUMBERS,
+                "{sid}: every number exactly once"
+            );
+            if let Some(i) = (0..numbers.len()).find(|&i| numbers[i] != i as u64 + 1) {
+                panic!(
+                    "{sid}: line {} holds {} (neighbours {:?})",
+                    i + 1,
+                    numbers[i],
+                    &numbers[i.saturating_sub(2)..(i + 3).min(numbers.len())]
+                );
+            }
+        }
+        d.stop().await;
+    })
+    .await;
+}
+
+/// Reads the whole retained history of `sid` forward by `from_line` pages; returns the lines
+/// that are plain numbers, in order.
+async fn page_through(c: &mut Client, agent: &str, sid: &str) -> Vec<u64> {
+    let mut numbers = Vec::new();
+    let first = read_page(c, agent, sid, 0, 1).await;
+    let mut from = first.first_line.max(1);
+    loop {
+        let page = read_with(
+            c,
+            ReadRequest {
+                agent_id: agent.into(),
+                session_id: sid.into(),
+                from_line: Some(from),
+                count: 10_000,
+                max_result_bytes: 16 << 20,
+                ..Default::default()
+            },
+        )
+        .await;
+        assert!(!page.truncated, "a 10000-line page of numbers fits 16 MiB");
+        if page.line_end < from {
+            break; // past the end
+        }
+        assert_eq!(
+            page.line_begin, from,
+            "pages follow each other without a gap"
+        );
+        numbers.extend(
+            lines(&page.text)
+                .iter()
+                .filter_map(|l| l.parse::<u64>().ok()),
+        );
+        if page.line_end >= page.total_lines {
+            break;
+        }
+        from = page.line_end + 1;
+    }
+    numbers
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrent load
+
+/// 64 sessions: four agents with 16 each (the per-agent limit is 32).
+const LOAD_AGENTS: usize = 4;
+const LOAD_SESSIONS_PER_AGENT: usize = 16;
+/// Sends per session, each followed by a read and a list.
+const LOAD_ROUNDS: usize = 5;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_busy_sessions_settle_and_health_stays_fast() {
+    timed_for(HEAVY_DEADLINE, async {
+        let d = start_daemon().await;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let health = {
+            let mut health = HealthClient::new(unix_channel(&d.socket).await);
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut slowest = Duration::ZERO;
+                let mut checks = 0u32;
+                let mut ticks = tokio::time::interval(HEALTH_EVERY);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return (checks, slowest),
+                        _ = ticks.tick() => {}
+                    }
+                    let started = tokio::time::Instant::now();
+                    let answer = tokio::time::timeout(
+                        HEALTH_BAR,
+                        health.check(HealthCheckRequest::default()),
+                    )
+                    .await;
+                    match answer {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(s)) => panic!("health check failed: {s:?}"),
+                        Err(_) => panic!(
+                            "health check {} took longer than {HEALTH_BAR:?}",
+                            checks + 1
+                        ),
+                    }
+                    slowest = slowest.max(started.elapsed());
+                    checks += 1;
+                }
+            })
+        };
+
+        let mut workers = tokio::task::JoinSet::new();
+        for a in 0..LOAD_AGENTS {
+            for s in 0..LOAD_SESSIONS_PER_AGENT {
+                let mut c = d.client();
+                workers.spawn(async move {
+                    let agent = format!("load{a}");
+                    let sid = open(&mut c, &agent).await;
+                    for round in 0..LOAD_ROUNDS {
+                        let word = format!("a{a}s{s}r{round}");
+                        let fr = send_with(
+                            &mut c,
+                            SendRequest {
+                                timeout_ms: HEAVY_SEND_MS,
+                                ..send_request(&agent, &sid, &format!("echo {word}"))
+                            },
+                        )
+                        .await
+                        .0;
+                        assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{sid}: {fr:?}");
+                        assert_eq!(fr.exit_code, Some(0), "{sid}: {fr:?}");
+                        assert_eq!(fr.viewport, word, "{sid}");
+                        let page = read_page(&mut c, &agent, &sid, 0, 50).await;
+                        assert!(
+                            lines(&page.text).contains(&word.as_str()),
+                            "{sid}: {word} is in the history: {:?}",
+                            page.text
+                        );
+                        let listed = list(&mut c, &agent).await;
+                        assert!(
+                            listed.sessions.iter().any(|i| i.session_id == sid),
+                            "{sid} is listed"
+                        );
+                    }
+                    (agent, sid)
+                });
+            }
+        }
+        let mut opened = Vec::new();
+        while let Some(done) = workers.join_next().await {
+            opened.push(done.expect("a load task panicked"));
+        }
+        stop.cancel();
+        let (checks, slowest) = health.await.expect("the health checker panicked");
+        assert!(checks > 0, "the health checker ran");
+        eprintln!("{checks} health checks during the load, slowest {slowest:?}");
+        assert_eq!(opened.len(), LOAD_AGENTS * LOAD_SESSIONS_PER_AGENT);
+        let mut c = d.client();
+        for a in 0..LOAD_AGENTS {
+            let listed = list(&mut c, &format!("load{a}")).await;
+            assert_eq!(listed.sessions.len(), LOAD_SESSIONS_PER_AGENT);
+            assert!(
+                listed.sessions.iter().all(|s| !s.busy),
+                "nothing stays busy"
+            );
+        }
+        d.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Limits
+
+/// A type that is ready at once and costs nothing: `cat` waiting on the terminal.
+fn cat_type() -> ptyd::config::TerminalType {
+    ptyd::config::TerminalType {
+        name: "cat".into(),
+        argv: vec!["cat".into()],
+        integration: ptyd::marks::Integration::None,
+        description: "cat, for cheap sessions".into(),
+        env: Vec::new(),
+    }
+}
+
+fn open_cat(agent: &str) -> OpenRequest {
+    OpenRequest {
+        agent_id: agent.into(),
+        r#type: "cat".into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_33rd_session_of_an_agent_is_refused_and_others_are_unaffected() {
+    timed_for(HEAVY_DEADLINE, async {
+        let mut config = ptyd::config::Config::default();
+        config.types.push(cat_type());
+        let limit = config.limits.sessions_per_agent;
+        assert_eq!(limit, 32, "the contract's default");
+        let mut d = start_daemon_with(config).await;
+        let c = &mut d.client;
+        let mut mine = Vec::new();
+        for _ in 0..limit {
+            mine.push(
+                open_with(c, open_cat("greedy"))
+                    .await
+                    .session
+                    .unwrap()
+                    .session_id,
+            );
+        }
+        let refused = expect_code(
+            c.open(open_cat("greedy")).await,
+            Code::ResourceExhausted,
+            "the 33rd session",
+        );
+        assert!(
+            refused.message().contains("32") && refused.message().contains("greedy"),
+            "names the agent and the limit: {:?}",
+            refused.message()
+        );
+        assert_eq!(list(c, "greedy").await.sessions.len(), limit);
+
+        // Another agent opens and works as usual.
+        let other = open(c, "modest").await;
+        assert_eq!(
+            run_ok(c, "modest", &other, "echo unaffected").await,
+            "unaffected"
+        );
+
+        // Closing one frees a slot.
+        close(c, "greedy", &mine[0]).await;
+        open_with(c, open_cat("greedy")).await;
+        d.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_wide_session_limit_is_resource_exhausted_for_everyone() {
+    timed(async {
+        let mut config = ptyd::config::Config::default();
+        config.types.push(cat_type());
+        config.limits.sessions_total = 3;
+        let mut d = start_daemon_with(config).await;
+        let c = &mut d.client;
+        for agent in ["x", "y", "z"] {
+            open_with(c, open_cat(agent)).await;
+        }
+        let refused = expect_code(
+            c.open(open_cat("w")).await,
+            Code::ResourceExhausted,
+            "a fourth session in the daemon",
+        );
+        assert!(
+            refused.message().contains('3'),
+            "names the limit: {:?}",
+            refused.message()
+        );
+        d.stop().await;
+    })
+    .await;
+}
