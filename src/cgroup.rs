@@ -283,14 +283,6 @@ impl SessionCgroup {
         &self.path
     }
 
-    /// `cgroup.procs` opened for writing: a process that writes `0` to it joins the cgroup.
-    pub fn procs_writer(&self) -> io::Result<OwnedFd> {
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.path.join("cgroup.procs"))?;
-        Ok(file.into())
-    }
-
     /// Every process in the cgroup and in any cgroup below it.
     pub fn processes(&self) -> Vec<i32> {
         let mut out = Vec::new();
@@ -355,14 +347,27 @@ impl SessionCgroup {
         remove_tree(&self.path)
     }
 
-    fn write(&self, file: &str, value: &str) -> io::Result<()> {
-        std::fs::write(self.path.join(file), value)
+    /// Writes a control file off the async workers: cgroupfs writes take kernel-wide cgroup
+    /// locks, which a concurrent migration elsewhere may hold for an RCU grace period.
+    async fn write(&self, file: &str, value: &'static str) -> io::Result<()> {
+        let path = self.path.join(file);
+        tokio::task::spawn_blocking(move || std::fs::write(path, value))
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e)))
+    }
+
+    /// [`SessionCgroup::remove`] off the async workers.
+    pub async fn remove_async(&self) -> io::Result<()> {
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || remove_tree(&path))
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e)))
     }
 }
 
 impl Members for SessionCgroup {
     async fn freeze(&self) -> Vec<i32> {
-        if self.write("cgroup.freeze", "1").is_ok() {
+        if self.write("cgroup.freeze", "1").await.is_ok() {
             self.wait_event("frozen", "1", FREEZE_WAIT).await;
         }
         self.processes()
@@ -372,11 +377,11 @@ impl Members for SessionCgroup {
         for &pid in members {
             let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
         }
-        let _ = self.write("cgroup.freeze", "0");
+        let _ = self.write("cgroup.freeze", "0").await;
     }
 
     async fn kill_all(&self) {
-        if let Err(e) = self.write("cgroup.kill", "1") {
+        if let Err(e) = self.write("cgroup.kill", "1").await {
             tracing::warn!(cgroup = %self.path.display(), error = %e, "cgroup.kill failed");
         }
     }

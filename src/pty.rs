@@ -1,7 +1,7 @@
 //! A program running on its own PTY, under its session helper ([`crate::shim`]).
 //!
-//! `spawn` opens the PTY pair, starts the helper on the slave (in a fresh cgroup when the
-//! session is tracked by cgroup, joined before the helper runs anything), and learns the
+//! `spawn` opens the PTY pair, starts the helper on the slave (with `posix_spawn`; the helper
+//! joins the session's fresh cgroup, when it has one, before it starts anything), and learns the
 //! program's pid from the helper's first report. The master is driven non-blocking through
 //! tokio's `AsyncFd` (no thread per session). The program's exit comes from the helper's report
 //! (it reaps the program), not from end-of-file on the master, which a surviving background
@@ -86,27 +86,38 @@ impl Pty {
             .ok()
             .map(|p| p.display().to_string());
         let (status_read, status_write) = pipe()?;
-        let cgroup = match tracking {
-            ProcessTracking::Cgroup => {
-                let hierarchy = crate::cgroup::hierarchy().map_err(io::Error::other)?;
-                let label = env
-                    .iter()
-                    .find(|(k, _)| k == "PTYD_SESSION_ID")
-                    .map_or("", |(_, v)| v.as_str());
-                Some(SessionCgroup::create(hierarchy, label)?)
-            }
-            _ => None,
-        };
-        let spawned = spawn_helper(argv, env, cwd, slave, status_write, cgroup.as_ref());
-        let helper = match spawned {
-            Ok(helper) => helper,
-            Err(e) => {
-                if let Some(cg) = &cgroup {
-                    let _ = cg.remove();
+        let label = env
+            .iter()
+            .find(|(k, _)| k == "PTYD_SESSION_ID")
+            .map_or(String::new(), |(_, v)| v.clone());
+        // cgroupfs takes kernel-wide locks (a migration waits for an RCU grace period while
+        // holding them), and the spawn waits for the exec: neither on an async worker.
+        let (argv, env, cwd) = (argv.to_vec(), env.to_vec(), cwd.to_path_buf());
+        let started = tokio::task::spawn_blocking(move || {
+            let cgroup = match tracking {
+                ProcessTracking::Cgroup => {
+                    let hierarchy = crate::cgroup::hierarchy().map_err(io::Error::other)?;
+                    Some(SessionCgroup::create(hierarchy, &label)?)
                 }
-                return Err(e);
+                _ => None,
+            };
+            let dir = cgroup.as_ref().map(|cg| cg.path().to_path_buf());
+            match spawn_helper(&argv, &env, &cwd, slave, status_write, dir.as_deref()) {
+                Ok(helper) => Ok((helper, cgroup)),
+                Err(e) => {
+                    if let Some(cg) = &cgroup {
+                        let _ = cg.remove();
+                    }
+                    Err(e)
+                }
             }
-        };
+        })
+        .await
+        .unwrap_or_else(|e| Err(io::Error::other(e)));
+        let (helper, cgroup) = started?;
+        // (Should this call be cancelled before here, the helper, unwatched, ends the session
+        // once its status pipe closes, and the daemon's reaper collects it.)
+        reaper::watch(helper.id() as i32);
         let helper_exit = reaper::pidfd(helper.id() as i32);
         let slave_probe = tty_path.as_deref().and_then(open_slave_probe);
         let mut pty = Pty {
@@ -331,7 +342,10 @@ impl Pty {
             }
         };
         if !all_gone {
-            tracing::warn!(pid = self.pid, "a session's processes outlived SIGKILL (stuck in the kernel?)");
+            tracing::warn!(
+                pid = self.pid,
+                "a session's processes outlived SIGKILL (stuck in the kernel?)"
+            );
         }
         self.reap_helper().await;
         if self.pid != 0 {
@@ -342,7 +356,7 @@ impl Pty {
         // Whatever the helper's early death handed to the daemon.
         reaper::reap_adopted();
         if let Some(cg) = &self.cgroup
-            && let Err(e) = cg.remove()
+            && let Err(e) = cg.remove_async().await
         {
             tracing::warn!(cgroup = %cg.path().display(), error = %e,
                 "could not remove a session cgroup");
@@ -370,9 +384,10 @@ impl Pty {
             }
         }
         let mut helper = self.helper.lock().unwrap_or_else(|e| e.into_inner());
-        if !matches!(helper.try_wait(), Ok(Some(_))) {
-            reaper::adopt_helper(helper.id() as i32);
-        }
+        // Reaped here; one still running (only a bug allows that) is left to the daemon's
+        // reaper, which takes it once it exits.
+        let _ = helper.try_wait();
+        reaper::unwatch(helper.id() as i32);
     }
 }
 
@@ -387,58 +402,37 @@ impl Drop for Pty {
             reaper::unwatch(self.pid as i32);
         }
         let mut helper = self.helper.lock().unwrap_or_else(|e| e.into_inner());
-        if !matches!(helper.try_wait(), Ok(Some(_))) {
-            reaper::adopt_helper(helper.id() as i32);
-        }
+        let _ = helper.try_wait();
+        reaper::unwatch(helper.id() as i32);
     }
 }
 
-/// Starts the helper on the slave with the status pipe as its fd [`shim::STATUS_FD`], joined to
-/// `cgroup` before it runs anything.
+/// Starts the helper with the slave as stdin and stderr and the status pipe as stdout, told to
+/// join `cgroup` first. No code runs between fork and exec, so std uses `posix_spawn`.
 fn spawn_helper(
     argv: &[String],
     env: &[(String, String)],
     cwd: &Path,
     slave: OwnedFd,
     status_write: OwnedFd,
-    cgroup: Option<&SessionCgroup>,
+    cgroup: Option<&Path>,
 ) -> io::Result<std::process::Child> {
-    let procs = cgroup.map(SessionCgroup::procs_writer).transpose()?;
     let mut cmd = std::process::Command::new("/proc/self/exe");
     cmd.arg0(shim::ARG0)
         .args(argv)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
-        .env(shim::STATUS_FD_ENV, shim::STATUS_FD.to_string())
+        .env(shim::HELPER_ENV, "1")
         .current_dir(cwd)
         .stdin(Stdio::from(slave.try_clone()?))
-        .stdout(Stdio::from(slave.try_clone()?))
+        .stdout(Stdio::from(status_write))
         .stderr(Stdio::from(slave));
-    let procs_fd = procs.as_ref().map_or(-1, |fd| fd.as_raw_fd());
-    let status_fd = status_write.as_raw_fd();
-    // SAFETY: only async-signal-safe calls (write, dup2, fcntl) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if procs_fd >= 0 && libc::write(procs_fd, b"0".as_ptr().cast(), 1) != 1 {
-                return Err(io::Error::last_os_error());
-            }
-            let placed = if status_fd == shim::STATUS_FD {
-                libc::fcntl(status_fd, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(status_fd, shim::STATUS_FD)
-            };
-            if placed < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
+    if let Some(dir) = cgroup {
+        cmd.env(shim::CGROUP_ENV, dir);
     }
-    let child = cmd.spawn();
-    // Our copies of the slave and the write end must go, or neither hang-up nor EOF arrives.
-    drop(cmd);
-    drop(status_write);
-    drop(procs);
-    child
+    // Dropping `cmd` afterwards closes our copies of the slave and the write end, or neither
+    // hang-up nor EOF would ever arrive.
+    cmd.spawn()
 }
 
 fn winsize(cols: u16, rows: u16) -> libc::winsize {

@@ -17,8 +17,8 @@
 //!
 //! The daemon itself is a child subreaper too ([`become_subreaper`]), as a second line: if a
 //! helper is killed from inside its session, its orphans come to the daemon instead of init. The
-//! [`Reaper`] task reaps such adopted zombies on SIGCHLD without touching the daemon's own
-//! children (helpers, anything else in the process) or the shells it watches.
+//! [`Reaper`] task reaps such adopted zombies on SIGCHLD without touching what others wait for:
+//! the helpers and shells a session's `Pty` watches, and any other child of the process.
 
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, waitpid};
@@ -107,8 +107,9 @@ pub fn become_subreaper() -> std::io::Result<()> {
     }
 }
 
-/// Shells whose exit status belongs to their session (their pid), never to [`reap_adopted`].
-/// A shell is a grandchild of the daemon and only becomes its child if its helper dies first.
+/// Helpers and shells whose exit status belongs to their session's `Pty`, never to
+/// [`reap_adopted`]. (A shell is a grandchild of the daemon and becomes its child only if its
+/// helper dies first.)
 static WATCHED: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
 /// Keeps [`reap_adopted`] away from `pid` until [`unwatch`].
@@ -127,36 +128,23 @@ pub(crate) fn unwatch(pid: i32) {
         .remove(&pid);
 }
 
-/// Helpers whose session no longer waits for them (see [`adopt_helper`]).
-static LEFT_HELPERS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
-
-/// Hands a helper that has not exited yet to [`reap_adopted`], which reaps it once it has.
-pub(crate) fn adopt_helper(pid: i32) {
-    LEFT_HELPERS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(pid);
-}
-
-/// Reaps every zombie this process adopted as a subreaper — children whose session id differs
-/// from the daemon's (everything a PTY session starts lives in another session, while the
-/// helpers and any other child this process spawned share the daemon's) and that are not a
-/// watched shell — and every helper handed over by [`adopt_helper`]. Returns how many were
-/// reaped.
+/// Reaps every zombie this process adopted as a subreaper: children whose session id differs
+/// from the daemon's and that nobody watches. Everything a PTY session starts lives in another
+/// session, and so does each helper (it starts its own), while the daemon's other children
+/// (anything else this process spawned) share its session. Helpers and shells are
+/// watched ([`watch`]) while their `Pty` waits for them. Returns how many were reaped.
 pub fn reap_adopted() -> usize {
     let me = std::process::id() as i32;
     let Some(own_sid) = stat_field(me, 6) else {
         return 0;
     };
     let watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
-    let mut helpers = LEFT_HELPERS.lock().unwrap_or_else(|e| e.into_inner());
     let mut reaped = 0;
     for child in children(me) {
         if watched.contains(&child) || state(child) != Some('Z') {
             continue;
         }
-        let helper = helpers.remove(&child);
-        if !helper && stat_field(child, 6).is_none_or(|sid| sid == own_sid) {
+        if stat_field(child, 6).is_none_or(|sid| sid == own_sid) {
             continue;
         }
         if let Ok(status) = waitpid(Pid::from_raw(child), Some(WaitPidFlag::WNOHANG))

@@ -3,15 +3,31 @@
 //! started; the screen's lines are the newest ones. Shell-integration marks (OSC 133/7) are
 //! reported in stream order with the line and column where they occurred. Pure: bytes in, lines
 //! out.
+//!
+//! Speed: a flood of plain lines (printable ASCII and colours, each ended by CR LF) is not parsed
+//! cell by cell. Once such a run has filled the screen, its lines are kept as bytes (the lines a
+//! screen would show) and the ones that scroll off go straight to history; the emulator is given
+//! the last screenful only when something reads the screen or other output arrives (`sync`), so
+//! the result is the same as emulating every byte (a differential test compares both).
 
 use crate::history::History;
 use crate::marks::{Mark, parse_osc};
+use std::cell::{Cell, RefCell, RefMut};
+use std::collections::VecDeque;
 use std::num::NonZeroU16;
 use vt100::capture::{BasicFormattedCaptureState, RowContents, basic_formatted_to_plain};
 
 /// Bytes that erase the whole screen. vt100 discards the rows on it; a real terminal keeps them
 /// in scrollback, so the visible lines are copied into history first.
 const ERASE_DISPLAY: &[u8] = b"\x1b[2J";
+
+/// Resets the colours, homes the cursor and erases the screen without keeping it in history:
+/// how a run hands its screen over to the run's own bookkeeping.
+const BLANK_SCREEN: &[u8] = b"\x1b[m\x1b[H\x1b[2J";
+
+/// Colour sequences kept for replay beyond this many bytes are folded into one equivalent
+/// sequence, so a stream that never resets its colours cannot grow them without bound.
+const MAX_COLOURS: usize = 1024;
 
 /// A position in the line numbering: line number (1-based) and column within the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -39,11 +55,14 @@ struct Recorder {
     marks: Vec<MarkEvent>,
     /// Capture state carried across scrolled rows; it knows whether the last row wrapped.
     capture: BasicFormattedCaptureState,
+    /// Whether the last scrolled row wrapped, read from `capture` once per scrolled row at most.
+    last_row_wrapped: Cell<Option<bool>>,
     /// Scratch buffer for one formatted row.
     row_buf: String,
     /// Scratch buffer for one plain row.
     plain_buf: String,
-    /// True when the newest history line was force-split and must not be continued.
+    /// True when the newest history line was force-split (or pushed whole) and must not be
+    /// continued.
     tail_sealed: bool,
     /// Answers to terminal queries (cursor position, device attributes, colours) that the
     /// session must write back: programs such as vim wait for them.
@@ -56,14 +75,22 @@ impl Recorder {
         if self.tail_sealed || self.history.total_lines() == 0 {
             return false;
         }
-        // vt100 keeps the flag private; its Debug output is the only way to read it.
-        !format!("{:?}", self.capture).ends_with("newline_pending: true }")
+        match self.last_row_wrapped.get() {
+            Some(wrapped) => wrapped,
+            None => {
+                // vt100 keeps the flag private; its Debug output is the only way to read it.
+                let wrapped = !format!("{:?}", self.capture).ends_with("newline_pending: true }");
+                self.last_row_wrapped.set(Some(wrapped));
+                wrapped
+            }
+        }
     }
 
     fn record_row(&mut self, row: RowContents<'_>) {
         self.row_buf.clear();
         // Writing into a String cannot fail.
         let _ = row.write_formatted_basic(&mut self.row_buf, &mut self.capture);
+        self.last_row_wrapped.set(None);
         let (new_line, formatted) = match self.row_buf.strip_prefix('\n') {
             Some(rest) => (true, rest),
             None => (
@@ -158,15 +185,69 @@ const SPECIALS: [(&[u8], Special); 4] = [
     (b"\x1b[?47h", Special::AlternateScreen),
 ];
 
-/// A run of plain lines shorter than this (in lines beyond the screen height) goes through the
-/// emulator; the fast path only pays off when many lines scroll straight through.
-const FAST_PATH_MIN_EXTRA_LINES: usize = 16;
+/// One complete line of a run.
+#[derive(Clone, Copy)]
+struct RunLine {
+    /// Bytes, CR LF included.
+    len: usize,
+    /// Screen rows it takes (wrapped at the width).
+    rows: usize,
+    /// It printed at least one character (its row is not blank).
+    text: bool,
+}
+
+/// A run of plain lines that started at column 0 on a blank bottom part of the main screen (a
+/// new line, not a wrapped row's continuation), with nothing but plain lines since.
+///
+/// While not `lazy`, the emulator has seen every complete line and `window` lists the ones that
+/// are (partly) on its screen. Once the window fills the screen above the cursor exactly, the
+/// emulator's screen is blanked and the run goes `lazy`: new lines only join the window, and a
+/// line leaves it straight into history once a screenful of rows follows it (by then it would
+/// have scrolled off). `sync` gives the emulator the colours and the window, which rebuilds the
+/// very screen emulating every byte would show.
+#[derive(Default)]
+struct Run {
+    active: bool,
+    lazy: bool,
+    /// The window's bytes, from `start`.
+    bytes: Vec<u8>,
+    start: usize,
+    window: VecDeque<RunLine>,
+    /// Rows the window's lines take.
+    rows: usize,
+    /// Colour sequences that give the state at the window's first line.
+    colours: Vec<u8>,
+    /// An unfinished last line, plain so far and narrower than the screen; the emulator has not
+    /// seen it.
+    tail: Vec<u8>,
+    /// Characters printed by `tail`.
+    tail_width: usize,
+}
+
+/// What `scan_line` found at the start of some bytes.
+#[derive(Debug, PartialEq, Eq)]
+enum LineScan {
+    /// A plain line ended by CR LF: its length (CR LF included) and printed width.
+    Complete { len: usize, width: usize },
+    /// Plain bytes up to the end without CR LF (possibly ending inside a colour sequence or
+    /// with the CR): their printed width.
+    Partial { width: usize },
+    /// Something else comes first.
+    NotPlain,
+}
 
 /// One session's terminal: feed it output, read lines and the screen.
 pub struct Terminal {
-    parser: vt100::Parser<Recorder>,
+    /// The emulator and the run it may be behind on. In a cell so that reads (`&self`) can bring
+    /// the emulator up to date first.
+    state: RefCell<State>,
     /// Tail of the previous chunk that may be the start of a special sequence.
     carry: Vec<u8>,
+}
+
+struct State {
+    parser: vt100::Parser<Recorder>,
+    run: Run,
     /// The hidden main screen while the alternate screen shows.
     main_snapshot: Option<MainSnapshot>,
     /// A scroll region or disabled autowrap is in effect: lines do not simply scroll through.
@@ -174,6 +255,10 @@ pub struct Terminal {
     /// Whether runs of plain lines may bypass the emulator (always, except in tests that
     /// compare both paths).
     fast_path: bool,
+    /// The emulator's parser is between sequences: the last bytes it took ended a line (or were
+    /// a complete special sequence). A run starts only then, so its first bytes cannot be the
+    /// end of an escape sequence.
+    ground: bool,
 }
 
 impl Terminal {
@@ -183,18 +268,35 @@ impl Terminal {
             history: History::new(max_lines, max_bytes),
             marks: Vec::new(),
             capture: BasicFormattedCaptureState::default(),
+            last_row_wrapped: Cell::new(None),
             row_buf: String::new(),
             plain_buf: String::new(),
             tail_sealed: false,
             replies: Vec::new(),
         };
         Terminal {
-            parser: vt100::Parser::new_with_callbacks(nonzero(rows), nonzero(cols), 0, recorder),
+            state: RefCell::new(State {
+                parser: vt100::Parser::new_with_callbacks(
+                    nonzero(rows),
+                    nonzero(cols),
+                    0,
+                    recorder,
+                ),
+                run: Run::default(),
+                main_snapshot: None,
+                unusual_modes: false,
+                fast_path: true,
+                ground: true,
+            }),
             carry: Vec::new(),
-            main_snapshot: None,
-            unusual_modes: false,
-            fast_path: true,
         }
+    }
+
+    /// The state with the emulator up to date.
+    fn synced(&self) -> RefMut<'_, State> {
+        let mut state = self.state.borrow_mut();
+        state.sync();
+        state
     }
 
     /// Interprets a chunk of PTY output.
@@ -207,19 +309,22 @@ impl Terminal {
             joined = v;
             input = &joined;
         }
+        let state = self.state.get_mut();
         while let Some((at, pattern, special)) = find_special(input) {
-            self.process(&input[..at]);
+            state.process(&input[..at]);
+            state.end_run();
             match special {
-                Special::EraseDisplay => self.keep_screen_in_history(),
-                Special::AlternateScreen if !self.alternate_screen() => {
-                    self.main_snapshot = Some(MainSnapshot {
-                        lines: self.screen_lines(),
-                        cursor: self.cursor(),
+                Special::EraseDisplay => state.keep_screen_in_history(),
+                Special::AlternateScreen if !state.alternate_screen() => {
+                    state.main_snapshot = Some(MainSnapshot {
+                        lines: state.screen_lines(),
+                        cursor: state.cursor(),
                     });
                 }
                 Special::AlternateScreen => {}
             }
-            self.parser.process(pattern);
+            state.parser.process(pattern);
+            state.ground = true;
             input = &input[at + pattern.len()..];
         }
         // Hold back a possible partial special sequence at the end of the chunk.
@@ -228,64 +333,362 @@ impl Terminal {
             .map(|(p, _)| partial_suffix(input, p))
             .max()
             .unwrap_or(0);
-        self.process(&input[..input.len() - keep]);
+        state.process(&input[..input.len() - keep]);
         self.carry.extend_from_slice(&input[input.len() - keep..]);
     }
 
-    /// Runs bytes through the emulator, letting long runs of plain lines skip it.
+    /// Answers to terminal queries seen since the last call, to be written to the program.
+    pub fn take_replies(&mut self) -> Vec<u8> {
+        // Runs hold no queries: every one so far went through the emulator.
+        std::mem::take(&mut self.state.get_mut().parser.callbacks_mut().replies)
+    }
+
+    /// Shell-integration marks seen since the last call, in stream order.
+    pub fn take_marks(&mut self) -> Vec<MarkEvent> {
+        // Runs hold no marks: every mark the stream had so far went through the emulator.
+        std::mem::take(&mut self.state.get_mut().parser.callbacks_mut().marks)
+    }
+
+    /// The cursor's position in the line numbering (on the main screen: while a full-screen
+    /// program runs, where the cursor was when it started).
+    pub fn cursor(&self) -> Position {
+        self.synced().cursor()
+    }
+
+    /// True while a full-screen program shows the alternate screen.
+    pub fn alternate_screen(&self) -> bool {
+        self.state.borrow().alternate_screen()
+    }
+
+    /// True when the program enabled bracketed paste.
+    pub fn bracketed_paste(&self) -> bool {
+        self.state.borrow().parser.screen().bracketed_paste()
+    }
+
+    /// Columns and rows.
+    pub fn size(&self) -> (u16, u16) {
+        self.state.borrow().size()
+    }
+
+    /// The visible screen as lines (wrapped rows kept as separate rows), trailing blank rows
+    /// dropped, trailing spaces trimmed.
+    pub fn visible_screen(&self) -> Vec<String> {
+        let state = self.synced();
+        let screen = state.parser.screen();
+        let (_, cols) = screen.size();
+        let mut rows: Vec<String> = screen
+            .rows(0, cols.get())
+            .map(|r| r.trim_end_matches(' ').to_owned())
+            .collect();
+        while rows.last().is_some_and(|r| r.is_empty()) {
+            rows.pop();
+        }
+        rows
+    }
+
+    /// Number of the oldest retained line.
+    pub fn first_line(&self) -> u64 {
+        self.synced().parser.callbacks().history.first_line()
+    }
+
+    /// Number of the newest line: history plus the main screen up to its last non-blank row.
+    /// Cheap: counts rows without building strings, and a run need not be given to the emulator.
+    pub fn total_lines(&self) -> u64 {
+        self.state.borrow().total_lines()
+    }
+
+    /// Lines `from..=to` (clamped to what is retained), oldest first.
+    pub fn lines(&self, from: u64, to: u64) -> Vec<String> {
+        self.synced().lines(from, to)
+    }
+
+    /// Resizes the screen.
+    pub fn resize(&mut self, cols: u16, rows: u16) {
+        let state = self.state.get_mut();
+        state.end_run();
+        state
+            .parser
+            .screen_mut()
+            .set_size(nonzero(rows), nonzero(cols));
+    }
+
+    /// Bytes of history text retained (for memory accounting).
+    pub fn history_heap_bytes(&self) -> usize {
+        self.state.borrow().parser.callbacks().history.heap_bytes()
+    }
+}
+
+impl State {
+    fn alternate_screen(&self) -> bool {
+        self.parser.screen().alternate_screen()
+    }
+
+    fn size(&self) -> (u16, u16) {
+        let (rows, cols) = self.parser.screen().size();
+        (cols.get(), rows.get())
+    }
+
+    fn cursor(&self) -> Position {
+        match &self.main_snapshot {
+            Some(snapshot) => snapshot.cursor,
+            None => cursor_position(self.parser.screen(), self.parser.callbacks()),
+        }
+    }
+
+    /// Gives output bytes to the emulator.
+    fn emulate(&mut self, bytes: &[u8]) {
+        if !bytes.is_empty() {
+            self.parser.process(bytes);
+            self.ground = bytes.ends_with(b"\r\n");
+        }
+    }
+
+    /// Runs bytes through the emulator, letting runs of plain lines skip it.
     fn process(&mut self, bytes: &[u8]) {
         self.scan_modes(bytes);
         let mut rest = bytes;
-        while self.fast_path && !self.unusual_modes && !self.alternate_screen() {
-            let rows = usize::from(self.size().1);
-            let Some((start, lines)) = plain_run(rest, rows + FAST_PATH_MIN_EXTRA_LINES) else {
-                break;
-            };
-            self.parser.process(&rest[..start]);
-            let run_end = start + lines.iter().map(|l| l.len() + 2).sum::<usize>();
-            if self.cursor_on_blank_bottom_part() {
-                self.scroll_through(&rest[start..run_end], &lines, rows);
-            } else {
-                self.parser.process(&rest[start..run_end]);
+        while !rest.is_empty() {
+            if !self.run.active && !self.start_run(rest) {
+                // Emulate up to the next line start, where a run may begin.
+                let upto = find_line_end(rest).map_or(rest.len(), |p| p + 2);
+                self.emulate(&rest[..upto]);
+                rest = &rest[upto..];
+                continue;
             }
-            rest = &rest[run_end..];
+            rest = self.extend_run(rest);
         }
-        self.parser.process(rest);
         if !self.alternate_screen() {
             self.main_snapshot = None;
         }
     }
 
-    /// The fast path for `lines` (plain text and colours, each ended by CR LF) printed with the
-    /// cursor at the start of a blank row: the lines that would scroll straight off the screen go
-    /// to history directly, and only the last screenful goes through the emulator. The result is
-    /// the same as feeding everything (a unit test compares both).
-    fn scroll_through(&mut self, run: &[u8], lines: &[&[u8]], rows: usize) {
-        // What is above the cursor scrolls off first, blank lines included.
-        let cursor_row = self.parser.screen().cursor_position().0;
-        let above = self.logical_lines(cursor_row);
-        self.push_screen_lines(above);
-        self.parser.process(b"\x1b[H\x1b[2J");
-        let direct = lines.len() - (rows - 1);
-        let mut colours = Vec::new();
-        let rec = self.parser.callbacks_mut();
-        let mut plain = String::new();
-        for line in &lines[..direct] {
-            plain.clear();
-            strip_sgr(line, &mut plain, &mut colours);
-            rec.history.push(plain.trim_end_matches(' '));
+    /// Starts a run when `bytes` begin with plain text and the cursor is at column 0 of a new
+    /// line with only blank rows from it to the bottom of the main screen.
+    fn start_run(&mut self, bytes: &[u8]) -> bool {
+        let (cols, rows) = self.size();
+        if !self.fast_path || !self.ground || self.unusual_modes || self.alternate_screen() {
+            return false;
         }
-        // Keep the colour state the skipped lines left behind.
-        self.parser.process(&colours);
-        let skipped: usize = lines[..direct].iter().map(|l| l.len() + 2).sum();
-        self.parser.process(&run[skipped..]);
-    }
-
-    /// True when the cursor is at column 0 and its row and every row below it are blank.
-    fn cursor_on_blank_bottom_part(&self) -> bool {
+        if rows < 2 {
+            return false;
+        }
+        match scan_line(bytes) {
+            LineScan::Complete { .. } => {}
+            LineScan::Partial { width } if width < usize::from(cols) => {}
+            _ => return false,
+        }
         let screen = self.parser.screen();
         let (row, col) = screen.cursor_position();
-        col == 0 && last_content_row(screen).is_none_or(|last| last < row)
+        let continuation = if row == 0 {
+            self.parser.callbacks().tail_wrapped()
+        } else {
+            screen.row_wrapped(row - 1)
+        };
+        if col != 0 || continuation || last_content_row(screen).is_some_and(|last| last >= row) {
+            return false;
+        }
+        self.run = Run {
+            active: true,
+            colours: screen.attributes_formatted().into_bytes(),
+            ..Run::default()
+        };
+        true
+    }
+
+    /// Takes the plain lines at the start of `bytes` into the run; returns what follows them.
+    /// Ends the run (the emulator up to date) when something else comes.
+    fn extend_run<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
+        let cols = usize::from(self.size().0);
+        let mut rest = bytes;
+        if !self.run.tail.is_empty() {
+            // Complete the unfinished line first.
+            let upto = rest
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(rest.len(), |p| p + 1);
+            let mut line = std::mem::take(&mut self.run.tail);
+            let before = line.len();
+            line.extend_from_slice(&rest[..upto]);
+            match scan_line(&line) {
+                LineScan::Complete { len, width } if len == line.len() => {
+                    self.push_line(&line, width, cols);
+                    rest = &rest[upto..];
+                }
+                LineScan::Partial { width } if upto == rest.len() && width < cols => {
+                    self.run.tail = line;
+                    self.run.tail_width = width;
+                    return &[];
+                }
+                _ => {
+                    // Not plain after all: the emulator takes the unfinished line as it was.
+                    line.truncate(before);
+                    self.run.tail = line;
+                    self.end_run();
+                    return rest;
+                }
+            }
+        }
+        loop {
+            match scan_line(rest) {
+                LineScan::Complete { len, width } => {
+                    self.push_line(&rest[..len], width, cols);
+                    rest = &rest[len..];
+                }
+                LineScan::Partial { width } if width < cols => {
+                    self.run.tail.extend_from_slice(rest);
+                    self.run.tail_width = width;
+                    return &[];
+                }
+                _ => {
+                    self.end_run();
+                    return rest;
+                }
+            }
+        }
+    }
+
+    /// Adds one complete plain line to the run.
+    fn push_line(&mut self, line: &[u8], width: usize, cols: usize) {
+        let screen_rows = usize::from(self.size().1);
+        let entry = RunLine {
+            len: line.len(),
+            rows: width.div_ceil(cols).max(1),
+            text: width > 0,
+        };
+        if !self.run.lazy {
+            self.emulate(line);
+        }
+        self.run.bytes.extend_from_slice(line);
+        self.run.window.push_back(entry);
+        self.run.rows += entry.rows;
+        // Lines followed by a screenful of rows have scrolled off (or would have).
+        while let Some(front) = self.run.window.front().copied() {
+            if self.run.rows - front.rows < screen_rows - 1 {
+                break;
+            }
+            self.run.window.pop_front();
+            self.run.rows -= front.rows;
+            let start = self.run.start;
+            self.run.start += front.len;
+            let line = &self.run.bytes[start..start + front.len - 2];
+            let lazy = self.run.lazy;
+            let rec = self.parser.callbacks_mut();
+            if !line.contains(&0x1b) {
+                // No colours: the bytes are the text (plain lines are ASCII).
+                if lazy {
+                    let text = std::str::from_utf8(line).unwrap_or_default();
+                    rec.history.push(text.trim_end_matches(' '));
+                }
+                continue;
+            }
+            let mut plain = std::mem::take(&mut rec.plain_buf);
+            plain.clear();
+            strip_sgr(line, &mut plain, &mut self.run.colours);
+            if lazy {
+                rec.history.push(plain.trim_end_matches(' '));
+            }
+            rec.plain_buf = plain;
+        }
+        if self.run.lazy {
+            self.parser.callbacks_mut().tail_sealed = true;
+        }
+        if self.run.colours.len() > MAX_COLOURS {
+            self.run.colours = fold_colours(&self.run.colours);
+        }
+        if self.run.start > 64 * 1024 && self.run.start * 2 > self.run.bytes.len() {
+            self.run.bytes.drain(..self.run.start);
+            self.run.start = 0;
+        }
+        if !self.run.lazy && self.run.rows == screen_rows - 1 {
+            // The window is exactly the screen above the cursor: hand the screen over.
+            let rec = self.parser.callbacks_mut();
+            rec.history.trim_last();
+            rec.tail_sealed = true;
+            self.parser.process(BLANK_SCREEN);
+            self.run.lazy = true;
+        }
+    }
+
+    /// Brings the emulator up to date, keeping the run going when it can.
+    fn sync(&mut self) {
+        if !self.run.active {
+            return;
+        }
+        if self.run.lazy {
+            self.parser.process(&self.run.colours);
+            let window = std::mem::take(&mut self.run.bytes);
+            self.emulate(&window[self.run.start..]);
+            self.run.bytes = window;
+            self.run.lazy = false;
+        }
+        if !self.run.tail.is_empty() {
+            // The cursor leaves column 0: the run cannot go on.
+            let tail = std::mem::take(&mut self.run.tail);
+            self.emulate(&tail);
+            self.run = Run::default();
+        }
+    }
+
+    /// Brings the emulator up to date and ends the run.
+    fn end_run(&mut self) {
+        self.sync();
+        self.run = Run::default();
+    }
+
+    /// The line count, without bringing the emulator up to date.
+    fn total_lines(&self) -> u64 {
+        let run = &self.run;
+        if !run.active {
+            return self.emulator_total_lines();
+        }
+        if !run.lazy {
+            let base = self.emulator_total_lines();
+            return if run.tail_width > 0 {
+                base.max(self.cursor().line)
+            } else {
+                base
+            };
+        }
+        // The emulator's screen is blank; the window's lines follow history, and the cursor's
+        // line (the tail) follows them. Rows beyond a screenful have scrolled into history: only
+        // the first window line can have some (its first rows count it there).
+        let screen_rows = usize::from(self.size().1);
+        let base = self.parser.callbacks().history.total_lines();
+        let scrolled = u64::from(run.rows > screen_rows - 1);
+        let mut last = base + scrolled;
+        if run.tail_width > 0 {
+            last = last.max(base + 1 + run.window.len() as u64);
+        } else if let Some(i) = run.window.iter().rposition(|l| l.text) {
+            last = last.max(base + 1 + i as u64);
+        }
+        last
+    }
+
+    /// The line count of the emulator's state (history plus the screen down to its last
+    /// non-blank row).
+    fn emulator_total_lines(&self) -> u64 {
+        let rec = self.parser.callbacks();
+        let base = rec.history.total_lines();
+        if let Some(snapshot) = &self.main_snapshot {
+            let continued = u64::from(rec.tail_wrapped() && !snapshot.lines.is_empty());
+            return base + snapshot.lines.len() as u64 - continued;
+        }
+        let screen = self.parser.screen();
+        let Some(last) = last_content_row(screen) else {
+            return base;
+        };
+        let mut lines = base;
+        for r in 0..=last {
+            let continues = if r == 0 {
+                rec.tail_wrapped()
+            } else {
+                screen.row_wrapped(r - 1)
+            };
+            if !continues {
+                lines += 1;
+            }
+        }
+        lines
     }
 
     /// Tracks modes that change how lines scroll (scroll regions, autowrap).
@@ -343,113 +746,39 @@ impl Terminal {
         rec.tail_sealed = true;
     }
 
-    /// Answers to terminal queries seen since the last call, to be written to the program.
-    pub fn take_replies(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.parser.callbacks_mut().replies)
-    }
-
-    /// Shell-integration marks seen since the last call, in stream order.
-    pub fn take_marks(&mut self) -> Vec<MarkEvent> {
-        std::mem::take(&mut self.parser.callbacks_mut().marks)
-    }
-
-    /// The cursor's position in the line numbering (on the main screen: while a full-screen
-    /// program runs, where the cursor was when it started).
-    pub fn cursor(&self) -> Position {
-        match &self.main_snapshot {
-            Some(snapshot) => snapshot.cursor,
-            None => cursor_position(self.parser.screen(), self.parser.callbacks()),
-        }
-    }
-
-    /// True while a full-screen program shows the alternate screen.
-    pub fn alternate_screen(&self) -> bool {
-        self.parser.screen().alternate_screen()
-    }
-
-    /// True when the program enabled bracketed paste.
-    pub fn bracketed_paste(&self) -> bool {
-        self.parser.screen().bracketed_paste()
-    }
-
-    /// Columns and rows.
-    pub fn size(&self) -> (u16, u16) {
-        let (rows, cols) = self.parser.screen().size();
-        (cols.get(), rows.get())
-    }
-
-    /// The visible screen as lines (wrapped rows kept as separate rows), trailing blank rows
-    /// dropped, trailing spaces trimmed.
-    pub fn visible_screen(&self) -> Vec<String> {
-        let screen = self.parser.screen();
-        let (_, cols) = screen.size();
-        let mut rows: Vec<String> = screen
-            .rows(0, cols.get())
-            .map(|r| r.trim_end_matches(' ').to_owned())
-            .collect();
-        while rows.last().is_some_and(|r| r.is_empty()) {
-            rows.pop();
-        }
-        rows
-    }
-
-    /// Number of the oldest retained line.
-    pub fn first_line(&self) -> u64 {
-        self.parser.callbacks().history.first_line()
-    }
-
-    /// Number of the newest line: history plus the main screen up to its last non-blank row.
-    /// Cheap: counts rows without building strings.
-    pub fn total_lines(&self) -> u64 {
-        let rec = self.parser.callbacks();
-        let base = rec.history.total_lines();
-        if let Some(snapshot) = &self.main_snapshot {
-            let continued = u64::from(rec.tail_wrapped() && !snapshot.lines.is_empty());
-            return base + snapshot.lines.len() as u64 - continued;
-        }
-        let screen = self.parser.screen();
-        let Some(last) = last_content_row(screen) else {
-            return base;
-        };
-        let mut lines = base;
-        for r in 0..=last {
-            let continues = if r == 0 {
-                rec.tail_wrapped()
-            } else {
-                screen.row_wrapped(r - 1)
-            };
-            if !continues {
-                lines += 1;
-            }
-        }
-        lines
-    }
-
     /// Lines `from..=to` (clamped to what is retained), oldest first.
-    pub fn lines(&self, from: u64, to: u64) -> Vec<String> {
+    fn lines(&self, from: u64, to: u64) -> Vec<String> {
         let history = &self.parser.callbacks().history;
         let base = history.total_lines();
-        let screen = match &self.main_snapshot {
-            Some(snapshot) => snapshot.lines.clone(),
-            None => self.screen_lines(),
-        };
         let from = from.max(history.first_line()).max(1);
         let mut out = Vec::new();
         if from > to {
             return out;
         }
         let tail_wrapped = self.parser.callbacks().tail_wrapped();
-        for n in from..=to.min(base) {
-            let text = history.line(n).unwrap_or_default();
+        let last = to.min(base);
+        if from <= last {
+            out.reserve((last - from + 1) as usize);
+        }
+        for (n, text) in (from..=last).zip(history.lines(from, last)) {
             if n == base && tail_wrapped {
                 // The newest history line continues on the first screen row.
-                let rest = screen.first().map(String::as_str).unwrap_or_default();
+                let rest = self.first_screen_line();
                 out.push(format!("{text}{rest}").trim_end_matches(' ').to_owned());
             } else {
                 out.push(text.trim_end_matches(' ').to_owned());
             }
         }
+        // Screen lines only when the range reaches them.
         let skip = usize::from(tail_wrapped);
+        let first_screen_line = base + 1;
+        if to < first_screen_line {
+            return out;
+        }
+        let screen = match &self.main_snapshot {
+            Some(snapshot) => snapshot.lines.clone(),
+            None => self.screen_lines(),
+        };
         for (i, line) in screen.into_iter().enumerate().skip(skip) {
             let n = base + i as u64 + 1 - skip as u64;
             if n >= from && n <= to {
@@ -457,6 +786,14 @@ impl Terminal {
             }
         }
         out
+    }
+
+    /// The first logical line on the main screen (or its snapshot).
+    fn first_screen_line(&self) -> String {
+        match &self.main_snapshot {
+            Some(snapshot) => snapshot.lines.first().cloned().unwrap_or_default(),
+            None => self.screen_lines().into_iter().next().unwrap_or_default(),
+        }
     }
 
     /// The main screen's logical lines (wrapped rows joined), trailing blank lines dropped.
@@ -496,18 +833,6 @@ impl Terminal {
         }
         lines
     }
-
-    /// Resizes the screen.
-    pub fn resize(&mut self, cols: u16, rows: u16) {
-        self.parser
-            .screen_mut()
-            .set_size(nonzero(rows), nonzero(cols));
-    }
-
-    /// Bytes of history text retained (for memory accounting).
-    pub fn history_heap_bytes(&self) -> usize {
-        self.parser.callbacks().history.heap_bytes()
-    }
 }
 
 /// The last row with any content (text or coloured blanks), if any.
@@ -537,53 +862,56 @@ fn find_special(input: &[u8]) -> Option<(usize, &'static [u8], Special)> {
     None
 }
 
-/// Finds the first run of at least `min` consecutive plain lines (printable ASCII and SGR
-/// colour sequences, each ended by CR LF) that starts right after a CR LF. Returns the run's
-/// offset and its lines (without the CR LF).
-fn plain_run(bytes: &[u8], min: usize) -> Option<(usize, Vec<&[u8]>)> {
-    let mut run_start = None;
-    let mut lines: Vec<&[u8]> = Vec::new();
-    let mut pos = 0;
-    while let Some(nl) = find(&bytes[pos..], b"\r\n") {
-        let line = &bytes[pos..pos + nl];
-        let next = pos + nl + 2;
-        if run_start.is_some() && is_plain_line(line) {
-            lines.push(line);
-        } else {
-            if lines.len() >= min {
-                break;
-            }
-            lines.clear();
-            run_start = Some(next);
+/// Offset of the first CR LF.
+fn find_line_end(bytes: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(p) = bytes[from..].iter().position(|b| *b == b'\n') {
+        let at = from + p;
+        if at > 0 && bytes[at - 1] == b'\r' {
+            return Some(at - 1);
         }
-        pos = next;
+        from = at + 1;
     }
-    match run_start {
-        Some(start) if lines.len() >= min => Some((start, lines)),
-        _ => None,
-    }
+    None
 }
 
-/// Printable ASCII, with SGR sequences (`ESC [ digits ; m`) allowed.
-fn is_plain_line(line: &[u8]) -> bool {
+/// Classifies the line at the start of `bytes`: printable ASCII with SGR colour sequences
+/// (`ESC [ digits ; m`) allowed, ended by CR LF.
+fn scan_line(bytes: &[u8]) -> LineScan {
+    let mut width = 0;
     let mut i = 0;
-    while i < line.len() {
-        match line[i] {
-            0x20..=0x7e => i += 1,
-            0x1b if line.get(i + 1) == Some(&b'[') => {
-                let len = line[i + 2..]
-                    .iter()
-                    .position(|b| !(b.is_ascii_digit() || *b == b';'))
-                    .unwrap_or(line.len());
-                if line.get(i + 2 + len) != Some(&b'm') {
-                    return false;
-                }
-                i += len + 3;
+    while i < bytes.len() {
+        match bytes[i] {
+            0x20..=0x7e => {
+                width += 1;
+                i += 1;
             }
-            _ => return false,
+            b'\r' => {
+                return match bytes.get(i + 1) {
+                    Some(b'\n') => LineScan::Complete { len: i + 2, width },
+                    None => LineScan::Partial { width },
+                    Some(_) => LineScan::NotPlain,
+                };
+            }
+            0x1b => {
+                match bytes.get(i + 1) {
+                    Some(b'[') => {}
+                    None => return LineScan::Partial { width },
+                    Some(_) => return LineScan::NotPlain,
+                }
+                let params = bytes[i + 2..]
+                    .iter()
+                    .position(|b| !(b.is_ascii_digit() || *b == b';'));
+                match params.map(|n| bytes[i + 2 + n]) {
+                    Some(b'm') => i += params.unwrap_or(0) + 3,
+                    Some(_) => return LineScan::NotPlain,
+                    None => return LineScan::Partial { width },
+                }
+            }
+            _ => return LineScan::NotPlain,
         }
     }
-    true
+    LineScan::Partial { width }
 }
 
 /// Appends the text of a plain line to `text` and its SGR sequences to `colours` (only those
@@ -614,6 +942,13 @@ fn strip_sgr(line: &[u8], text: &mut String, colours: &mut Vec<u8>) {
     }
 }
 
+/// One sequence that sets the colours `colours` leave behind.
+fn fold_colours(colours: &[u8]) -> Vec<u8> {
+    let mut scratch = vt100::Parser::new(NonZeroU16::MIN, NonZeroU16::MIN, 0);
+    scratch.process(colours);
+    scratch.screen().attributes_formatted().into_bytes()
+}
+
 /// The cursor's logical position given the screen and what has scrolled into history.
 fn cursor_position(screen: &vt100::Screen, rec: &Recorder) -> Position {
     let (row, col) = screen.cursor_position();
@@ -642,10 +977,6 @@ fn cursor_position(screen: &vt100::Screen, rec: &Recorder) -> Position {
 
 fn nonzero(n: u16) -> NonZeroU16 {
     NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN)
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Length of the longest proper prefix of `needle` that ends `haystack`.
@@ -827,7 +1158,7 @@ mod tests {
             let stream = random_stream(&mut rng);
             let mut fast = Terminal::new(40, 6, 100_000, 1 << 24);
             let mut slow = Terminal::new(40, 6, 100_000, 1 << 24);
-            slow.fast_path = false;
+            slow.state.get_mut().fast_path = false;
             let mut pos = 0;
             while pos < stream.len() {
                 let n = (1 + rng.below(8000) as usize).min(stream.len() - pos);
@@ -880,5 +1211,126 @@ mod tests {
         t.feed(b"x\r\n\x1b]133;ptyd-rejected\x07$ ");
         let marks: Vec<Mark> = t.take_marks().into_iter().map(|m| m.mark).collect();
         assert_eq!(marks, vec![Mark::LineRejected]);
+    }
+
+    /// Streams that are mostly floods of plain lines (long, wrapped, blank, coloured), with a
+    /// little of everything else in between.
+    fn flood_stream(rng: &mut XorShift) -> Vec<u8> {
+        let mut out = Vec::new();
+        for _ in 0..3000 {
+            match rng.below(40) {
+                0 => out.extend_from_slice("naïve café\r\n".as_bytes()),
+                1 => out.extend_from_slice(b"\x1b]133;D;0\x07\x1b]133;A\x07$ \x1b]133;B\x07"),
+                2 => out
+                    .extend_from_slice(b"line1 ....\r\nline2 ....\r\n\x1b[2A\rline1 DONE\r\n\r\n"),
+                3 if rng.below(4) == 0 => out.extend_from_slice(b"\x1b[H\x1b[2J"),
+                4 => out.extend_from_slice(b"progress 10%\rprogress 100%\r\n"),
+                5 => out.extend_from_slice(b"\x1b[41m   \r\n"),
+                6 => out.extend_from_slice(b"\x1b[0m\r\n"),
+                7 => out.extend_from_slice(b"    \r\n"),
+                8 => out.extend_from_slice(b"\r\n"),
+                9 => out.extend_from_slice(b"tab\there\r\n"),
+                10 => out.extend_from_slice(b"\x1b[01;34mdir\x1b[0m \x1b[37;41msetuid\x1b[0m\r\n"),
+                11 => out.extend(format!("{}", rng.below(1000)).bytes()),
+                _ => {
+                    let n = rng.below(130) as usize;
+                    let c = b'a' + rng.below(26) as u8;
+                    out.extend(std::iter::repeat_n(c, n));
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn lazy_runs_match_the_emulator() {
+        let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
+        for round in 0..30 {
+            let stream = flood_stream(&mut rng);
+            let max_lines = if round % 3 == 0 { 700 } else { 100_000 };
+            let mut fast = Terminal::new(40, 6, max_lines, 1 << 24);
+            let mut slow = Terminal::new(40, 6, max_lines, 1 << 24);
+            slow.state.get_mut().fast_path = false;
+            let max_chunk = [7, 64, 600, 5000][round % 4];
+            let mut pos = 0;
+            while pos < stream.len() {
+                let n = (1 + rng.below(max_chunk) as usize).min(stream.len() - pos);
+                fast.feed(&stream[pos..pos + n]);
+                slow.feed(&stream[pos..pos + n]);
+                pos += n;
+                // Only what the session actor asks after every chunk: no sync.
+                assert_eq!(
+                    fast.total_lines(),
+                    slow.total_lines(),
+                    "round {round} at {pos}"
+                );
+                assert_eq!(
+                    fast.take_marks(),
+                    slow.take_marks(),
+                    "round {round} at {pos}"
+                );
+            }
+            assert_eq!(fast.first_line(), slow.first_line(), "round {round}");
+            assert_eq!(fast.cursor(), slow.cursor(), "round {round}");
+            assert_eq!(all_lines(&fast), all_lines(&slow), "round {round}");
+            assert_eq!(
+                fast.visible_screen(),
+                slow.visible_screen(),
+                "round {round}"
+            );
+            // And the emulator picks up where the run left off.
+            fast.feed(b"\x1b[3Aup\r\nend\r\n");
+            slow.feed(b"\x1b[3Aup\r\nend\r\n");
+            assert_eq!(all_lines(&fast), all_lines(&slow), "round {round} after");
+            assert_eq!(
+                fast.visible_screen(),
+                slow.visible_screen(),
+                "round {round} after"
+            );
+        }
+    }
+
+    #[test]
+    fn a_flood_stays_lazy_between_chunks() {
+        let mut t = Terminal::new(80, 24, 100_000, 1 << 24);
+        let stream: Vec<u8> = (1..=20_000)
+            .flat_map(|i| format!("{i}\r\n").into_bytes())
+            .collect();
+        for chunk in stream.chunks(500) {
+            t.feed(chunk);
+            t.total_lines();
+        }
+        assert!(
+            t.state.borrow().run.lazy,
+            "the run should not have been synced"
+        );
+        assert_eq!(t.total_lines(), 20_000);
+        assert_eq!(t.lines(19_999, 20_000), vec!["19999", "20000"]);
+        assert_eq!(
+            t.cursor(),
+            Position {
+                line: 20_001,
+                col: 0
+            }
+        );
+    }
+
+    #[test]
+    fn scan_line_classifies() {
+        assert_eq!(
+            scan_line(b"ab\r\nc"),
+            LineScan::Complete { len: 4, width: 2 }
+        );
+        assert_eq!(
+            scan_line(b"\x1b[01;34mab\x1b[m\r\n"),
+            LineScan::Complete { len: 15, width: 2 }
+        );
+        assert_eq!(scan_line(b"ab\x1b[01"), LineScan::Partial { width: 2 });
+        assert_eq!(scan_line(b"ab\r"), LineScan::Partial { width: 2 });
+        assert_eq!(scan_line(b"ab\x1b"), LineScan::Partial { width: 2 });
+        assert_eq!(scan_line(b"ab\rc"), LineScan::NotPlain);
+        assert_eq!(scan_line(b"a\x1b[2Ab\r\n"), LineScan::NotPlain);
+        assert_eq!(scan_line("é\r\n".as_bytes()), LineScan::NotPlain);
     }
 }

@@ -2,33 +2,37 @@
 //! owns the session's whole process tree.
 //!
 //! The daemon starts its own executable (`/proc/self/exe`) with `argv[0]` = [`ARG0`] and
-//! [`STATUS_FD_ENV`] set, on the session's terminal, in the session's cgroup when there is one.
-//! Before `main` runs, [`run_as_helper`] (an `.init_array` entry, so it works in every binary
-//! that links this library: the daemon, tests, benchmarks) recognises that and becomes the
-//! helper:
+//! [`HELPER_ENV`] set, the session's terminal as stdin and stderr and the status pipe as stdout.
+//! It needs no code between fork and exec, so the daemon spawns it with `posix_spawn` (a
+//! `vfork`): forking the big, multi-threaded daemon would copy its page tables with its memory
+//! map locked, stalling every daemon thread that touches memory meanwhile. Before `main` runs,
+//! [`run_as_helper`] (an `.init_array` entry, so it works in every binary that links this
+//! library: the daemon, tests, benchmarks) recognises that and becomes the helper:
+//! - before anything else it joins the session's cgroup ([`CGROUP_ENV`]) when there is one, so
+//!   everything it starts is born there;
 //! - it makes itself a child subreaper, so every orphan of the session — `nohup`, `disown`,
 //!   `setsid`, double-forked daemons, `env -i` (nothing it can do to its environment or session
 //!   changes its ancestry) — reparents to it, never to init or the daemon;
 //! - it starts the program as a new session leader with the terminal as its controlling tty (as
 //!   a terminal emulator does), lets go of the terminal itself, and reports on the status pipe
-//!   ([`STATUS_FD`]) one line per [`Report`]: the program's pid, then its exit status;
+//!   one line per [`Report`]: the program's pid, then its exit status;
 //! - it reaps every child as it exits (woken by SIGCHLD through a self-pipe) and exits once it
 //!   has none left: its exit means nothing of the session remains, not even a zombie;
 //! - if the daemon dies (the status pipe's reader is gone), it kills the whole tree, so a crashed
 //!   daemon leaves no session running.
 //!
 //! It ignores the polite signals (SIGHUP, SIGINT, SIGTERM, ...), so Close can signal the whole
-//! session while it keeps reaping, and a Ctrl-C to a foreground `ptyd serve` does not reach it.
+//! session while it keeps reaping, and runs in a Unix session of its own, so nothing aimed at the
+//! daemon's terminal (a Ctrl-C to a foreground `ptyd serve`) reaches it.
 
 use std::ffi::OsString;
-use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-/// Environment variable naming the helper's status fd; set only on helpers.
-pub(crate) const STATUS_FD_ENV: &str = "PTYD_SESSION_HELPER_FD";
-/// The fd on which a helper reports to the daemon (the daemon puts the pipe there).
-pub(crate) const STATUS_FD: RawFd = 3;
+/// Environment variable set only on helpers (its value is not used).
+pub(crate) const HELPER_ENV: &str = "PTYD_SESSION_HELPER";
+/// Environment variable naming the cgroup directory the helper joins first, when set.
+pub(crate) const CGROUP_ENV: &str = "PTYD_SESSION_HELPER_CGROUP";
 /// `argv[0]` of a helper, which `ps` shows.
 pub(crate) const ARG0: &str = "ptyd-session-helper";
 
@@ -91,7 +95,7 @@ static RUN_AS_HELPER: extern "C" fn() = run_as_helper;
 /// Becomes the session helper when this process was started as one; returns at once otherwise.
 extern "C" fn run_as_helper() {
     // SAFETY: getenv with a NUL-terminated name; before main no other thread exists.
-    if unsafe { libc::getenv(c"PTYD_SESSION_HELPER_FD".as_ptr()) }.is_null() {
+    if unsafe { libc::getenv(c"PTYD_SESSION_HELPER".as_ptr()) }.is_null() {
         return;
     }
     let Ok(cmdline) = std::fs::read("/proc/self/cmdline") else {
@@ -113,6 +117,8 @@ extern "C" fn run_as_helper() {
 
 /// Write end of the SIGCHLD self-pipe.
 static WAKE: AtomicI32 = AtomicI32::new(-1);
+/// The status pipe to the daemon (it arrives as stdout and is moved here).
+static STATUS: AtomicI32 = AtomicI32::new(1);
 
 extern "C" fn on_sigchld(_: libc::c_int) {
     // SAFETY: write(2) and errno access are async-signal-safe; errno is restored for the
@@ -128,27 +134,50 @@ extern "C" fn on_sigchld(_: libc::c_int) {
 fn report(r: Report) -> bool {
     let line = r.line();
     // SAFETY: the buffer is valid for its length; a line is far below PIPE_BUF, so atomic.
-    unsafe { libc::write(STATUS_FD, line.as_ptr().cast(), line.len()) == line.len() as isize }
+    unsafe {
+        libc::write(
+            STATUS.load(Ordering::Relaxed),
+            line.as_ptr().cast(),
+            line.len(),
+        ) == line.len() as isize
+    }
 }
 
 fn helper_main(argv: Vec<OsString>) -> ! {
     // SAFETY: plain syscalls on this single-threaded process; the handler only writes a byte.
     unsafe {
+        // The status pipe came as stdout: keep it above the standard fds, and give stdout back
+        // to the terminal (stdin) for the program.
+        let status = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
+        if status >= 0 {
+            STATUS.store(status, Ordering::Relaxed);
+            libc::dup2(0, 1);
+        }
+        if let Some(dir) = std::env::var_os(CGROUP_ENV) {
+            let procs = std::path::Path::new(&dir).join("cgroup.procs");
+            if let Err(e) = std::fs::write(procs, "0") {
+                report(Report::Failed(e.raw_os_error().unwrap_or(libc::EIO)));
+                libc::_exit(127);
+            }
+        }
         for sig in IGNORED {
             libc::signal(sig, libc::SIG_IGN);
         }
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        // Leave the daemon's session and process group: a Ctrl-C or hang-up of the daemon's
+        // terminal is not ours, and the daemon's reaper tells us from the rest of its children
+        // by the session id (see `reaper::reap_adopted`), should the daemon stop waiting for us.
+        libc::setsid();
         // `ps` would show the executable's name (`exe`, from /proc/self/exe).
         libc::prctl(libc::PR_SET_NAME, c"ptyd-helper".as_ptr(), 0, 0, 0);
-        // Nothing the daemon left open (the status pipe included) reaches the program; a
-        // kernel without close_range (before 5.11) relies on the daemon's own CLOEXEC fds.
+        // Nothing the daemon left open reaches the program; a kernel without close_range
+        // (before 5.11) relies on the daemon's own CLOEXEC fds.
         libc::syscall(
             libc::SYS_close_range,
             3u32,
             u32::MAX,
             libc::CLOSE_RANGE_CLOEXEC,
         );
-        libc::fcntl(STATUS_FD, libc::F_SETFD, libc::FD_CLOEXEC);
         let mut wake = [0; 2];
         if libc::pipe2(wake.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) != 0 {
             report(Report::Failed(*libc::__errno_location()));
@@ -209,7 +238,11 @@ fn helper_main(argv: Vec<OsString>) -> ! {
                 },
                 // Events 0: only POLLERR/POLLHUP, raised once the daemon's read end is closed.
                 libc::pollfd {
-                    fd: if daemon_gone { -1 } else { STATUS_FD },
+                    fd: if daemon_gone {
+                        -1
+                    } else {
+                        STATUS.load(Ordering::Relaxed)
+                    },
                     events: 0,
                     revents: 0,
                 },
@@ -230,7 +263,7 @@ fn start_program(argv: &[OsString]) -> Result<i32, i32> {
     use std::os::unix::process::CommandExt;
     let (program, args) = argv.split_first().ok_or(libc::EINVAL)?;
     let mut cmd = std::process::Command::new(program);
-    cmd.args(args).env_remove(STATUS_FD_ENV);
+    cmd.args(args).env_remove(HELPER_ENV).env_remove(CGROUP_ENV);
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(|| {

@@ -15,7 +15,8 @@ use support::*;
 /// The real binary with no client settings inherited from the test's environment.
 fn ptyd() -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ptyd"));
-    cmd.env_remove("PTYD_SOCKET")
+    cmd.env("HOME", clean_home())
+        .env_remove("PTYD_SOCKET")
         .env_remove("PTYD_AGENT")
         .stdin(Stdio::null())
         .kill_on_drop(true);

@@ -24,6 +24,26 @@ const A: &str = "jobs";
 /// How long a stream may stay silent before the tests call it open.
 const STREAM_PATIENCE: Duration = Duration::from_secs(5);
 
+/// Opens a shell whose HOME (and cwd) is `home`, so the machine's own rc files stay out of the
+/// test: pyenv, conda and the like are slow to start and contend for locks when dozens of
+/// sessions start at once. Returns the session id.
+async fn open_in(c: &mut Client, agent: &str, home: &std::path::Path) -> String {
+    let home = home.display().to_string();
+    open_with(
+        c,
+        ptyd::pb::OpenRequest {
+            agent_id: agent.into(),
+            cwd: home.clone(),
+            env: [("HOME".to_string(), home)].into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .expect("OpenResponse.session is set")
+    .session_id
+}
+
 /// Starts `cmd` as a background job; returns its id and how long the call took.
 async fn start_job(c: &mut Client, sid: &str, cmd: &str) -> (String, Duration) {
     let started = Instant::now();
@@ -59,8 +79,9 @@ async fn job_output(c: &mut Client, job: &str, wait_ms: u32) -> JobOutputRespons
 async fn a_background_job_reports_each_output_once_and_completes() {
     timed(async {
         let mut d = start_daemon().await;
+        let home = d.dir().to_path_buf();
         let c = &mut d.client;
-        let sid = open(c, A).await;
+        let sid = open_in(c, A, &home).await;
         let cmd = "for i in 1 2 3 4 5; do echo line$i; sleep 0.3; done";
         let (job, took) = start_job(c, &sid, cmd).await;
         assert!(
@@ -131,8 +152,9 @@ async fn a_background_job_reports_each_output_once_and_completes() {
 async fn job_output_waits_for_new_output_or_the_end() {
     timed(async {
         let mut d = start_daemon().await;
+        let home = d.dir().to_path_buf();
         let c = &mut d.client;
-        let sid = open(c, A).await;
+        let sid = open_in(c, A, &home).await;
         let (job, _) = start_job(c, &sid, "sleep 1; echo late").await;
         // wait_ms 0 answers at once, with nothing new.
         let now = job_output(c, &job, 0).await;
@@ -162,8 +184,9 @@ async fn job_output_waits_for_new_output_or_the_end() {
 async fn job_kill_interrupts_the_job_and_frees_the_session() {
     timed(async {
         let mut d = start_daemon().await;
+        let home = d.dir().to_path_buf();
         let c = &mut d.client;
-        let sid = open(c, A).await;
+        let sid = open_in(c, A, &home).await;
         let (job, _) = start_job(c, &sid, "sleep 100").await;
         let killed = c
             .job_kill(JobKillRequest {
@@ -250,8 +273,9 @@ async fn call(c: &mut Client, call: Call) -> Result<String, Status> {
 async fn malformed_stream_and_job_requests_are_refused_by_the_table() {
     timed(async {
         let mut d = start_daemon().await;
+        let home = d.dir().to_path_buf();
         let c = &mut d.client;
-        let sid = open(c, A).await;
+        let sid = open_in(c, A, &home).await;
         let (job, _) = start_job(c, &sid, "echo finished").await;
         wait_until(Duration::from_secs(20), "the job completes", || {
             let mut c = c.clone();

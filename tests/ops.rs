@@ -20,7 +20,8 @@ const PROCESS_DEADLINE: Duration = Duration::from_secs(30);
 /// The real binary with no client or config settings inherited from the test's environment.
 fn ptyd() -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ptyd"));
-    cmd.env_remove("PTYD_SOCKET")
+    cmd.env("HOME", clean_home())
+        .env_remove("PTYD_SOCKET")
         .env_remove("PTYD_AGENT")
         .env_remove("LISTEN_FDS")
         .env_remove("LISTEN_PID")
@@ -32,7 +33,8 @@ fn ptyd() -> tokio::process::Command {
 /// Points the daemon's config and runtime directories into `dir`, so no user file is read.
 fn isolate(cmd: &mut tokio::process::Command, dir: &Path) {
     cmd.env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_RUNTIME_DIR", dir);
+        .env("XDG_RUNTIME_DIR", dir)
+        .env("HOME", clean_home());
 }
 
 async fn output(cmd: &mut tokio::process::Command) -> Output {

@@ -27,6 +27,26 @@ const PROCESS_DEADLINE: Duration = Duration::from_secs(60);
 /// (a double fork finishes asynchronously).
 const APPEAR_DEADLINE: Duration = Duration::from_secs(10);
 
+/// Opens a shell whose HOME (and cwd) is `home`, so the machine's own rc files stay out of the
+/// test: pyenv, conda and the like are slow to start and contend for locks when dozens of
+/// sessions start at once. Returns the session id.
+async fn open_in(c: &mut Client, agent: &str, home: &std::path::Path) -> String {
+    let home = home.display().to_string();
+    open_with(
+        c,
+        ptyd::pb::OpenRequest {
+            agent_id: agent.into(),
+            cwd: home.clone(),
+            env: [("HOME".to_string(), home)].into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .expect("OpenResponse.session is set")
+    .session_id
+}
+
 /// A config forcing `mode`.
 fn config(mode: ProcessTracking) -> ptyd::config::Config {
     ptyd::config::Config {
@@ -112,19 +132,10 @@ fn escapes(n: &str) -> Vec<(&'static str, String)> {
 /// session, and asserts none of their processes is left.
 async fn nothing_escapes_close(mode: ProcessTracking) {
     let mut d = start_daemon_with(config(mode)).await;
-    let cwd = d.dir().display().to_string();
+    let home = d.dir().to_path_buf();
     let c = &mut d.client;
-    let opened = open_with(
-        c,
-        OpenRequest {
-            agent_id: A.into(),
-            cwd,
-            ..Default::default()
-        },
-    )
-    .await;
-    let info = opened.session.expect("a session");
-    let sid = info.session_id.clone();
+    let sid = open_in(c, A, &home).await;
+    let info = session_info(c, A, &sid).await.expect("listed");
     assert_tracked(info.pid, mode);
     let n = nonce();
     let mut victims = vec![("shell", info.pid)];
@@ -238,10 +249,20 @@ async fn a_second_concurrent_close_answers_already_closing() {
             ..config(ProcessTracking::Subreaper)
         })
         .await;
+        let home = d.dir().to_path_buf();
         let c = &mut d.client;
-        let sid = open(c, A).await;
+        let sid = open_in(c, A, &home).await;
         let shell = session_info(c, A, &sid).await.unwrap().pid;
-        run_ok(c, A, &sid, "nohup sleep 1000 >/dev/null 2>&1 &").await;
+        let n = nonce();
+        run_ok(
+            c,
+            A,
+            &sid,
+            &format!("nohup sleep 1000.{n} >/dev/null 2>&1 &"),
+        )
+        .await;
+        // Once `sleep` runs, nohup has made it ignore SIGHUP.
+        the_sleep(&format!("1000.{n}"), "the nohup job").await;
         let req = ptyd::pb::CloseRequest {
             agent_id: A.into(),
             session_id: sid.clone(),
@@ -342,7 +363,7 @@ async fn sigterm_ends_every_busy_session(mode: ProcessTracking) {
     let n = nonce();
     let mut sessions = Vec::new();
     for i in 0..10 {
-        let sid = open(&mut c, A).await;
+        let sid = open_in(&mut c, A, dir.path()).await;
         // Half run a foreground sleep, half a CPU-bound loop; every other one also leaves a
         // setsid'd orphan behind.
         let cmd = match i % 2 {
@@ -450,14 +471,28 @@ async fn a_restarted_daemon_removes_the_cgroups_a_crashed_one_left() {
             spawn_daemon(dir.path(), &["--process-tracking", "cgroup"], &[]).await;
         let crashed_pid = crashed.id().expect("runs") as i32;
         let mut c = ptyd::client::connect(&socket).await.expect("connect");
-        let sid = open(&mut c, A).await;
+        let sid = open_in(&mut c, A, dir.path()).await;
         let n = nonce();
         run_ok(&mut c, A, &sid, &format!("setsid sleep 1000.{n} &")).await;
         let survivor = the_sleep(&format!("1000.{n}"), "the session's sleep").await;
         let left = session_cgroups(crashed_pid);
         assert_eq!(left.len(), 1, "{left:?}");
+        let shell = session_info(&mut c, A, &sid).await.unwrap().pid;
+        let helper = ptyd::reaper::stat_field(shell as i32, 4).expect("the shell's parent") as u32;
         drop(c);
+        // The crashed daemon's helper comes to this process once it has ended its session;
+        // reap it here rather than leave a zombie behind.
+        ptyd::reaper::become_subreaper().expect("become a subreaper");
         crashed.kill().await.expect("SIGKILL the daemon");
+        wait_until(
+            APPEAR_DEADLINE,
+            "the orphaned helper is gone",
+            || async move {
+                ptyd::reaper::reap_adopted();
+                !Path::new(&format!("/proc/{helper}")).exists()
+            },
+        )
+        .await;
         // Its helper notices the daemon is gone and ends the session by itself; to model a
         // crash the helper could not handle, put a fresh process into the orphaned cgroup.
         let mut planted = std::process::Command::new("sleep")
@@ -498,7 +533,7 @@ async fn the_daemons_environment_does_not_reach_sessions() {
         )
         .await;
         let mut c = ptyd::client::connect(&socket).await.expect("connect");
-        let sid = open(&mut c, A).await;
+        let sid = open_in(&mut c, A, dir.path()).await;
         let out = run_ok(
             &mut c,
             A,
@@ -602,6 +637,7 @@ async fn the_tcp_listener_needs_the_bearer_token() {
         let opened = good
             .open(OpenRequest {
                 agent_id: A.into(),
+                env: [("HOME".to_string(), dir.path().display().to_string())].into(),
                 ..Default::default()
             })
             .await

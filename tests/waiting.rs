@@ -1337,6 +1337,7 @@ async fn fifty_idle_sessions_cost_the_daemon_no_cpu() {
             .arg("--socket")
             .arg(&socket)
             .env_remove("PTYD_SOCKET")
+            .env("HOME", clean_home())
             .env("XDG_CONFIG_HOME", dir.path().join("config"))
             .env("XDG_RUNTIME_DIR", dir.path())
             .stdin(std::process::Stdio::null())

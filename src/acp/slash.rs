@@ -106,7 +106,8 @@ fn parse_command(name: &str, rest: &str, words: &[&str]) -> Option<Result<Slash,
 }
 
 fn parse_read(words: &[&str]) -> Result<Slash, &'static str> {
-    const USAGE: &str = "usage: /read [offset] [count] (whole numbers: lines back from the newest, lines in the page)";
+    const USAGE: &str = "usage: /read [offset] [count] \
+        (whole numbers: lines back from the newest, lines in the page)";
     let number = |w: Option<&&str>| w.map(|w| w.parse::<u64>()).transpose().map_err(|_| USAGE);
     if words.len() > 2 {
         return Err(USAGE);

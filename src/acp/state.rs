@@ -119,7 +119,11 @@ impl Shim {
             .into_inner()
             .session
             .ok_or_else(|| Status::internal("the daemon opened a session without describing it"))?;
-        tracing::info!(session = %session.id, terminal = %info.session_id, "opened a terminal session");
+        tracing::info!(
+            session = %session.id,
+            terminal = %info.session_id,
+            "opened a terminal session"
+        );
         lock(&self.opened).push(info.session_id.clone());
         session.set_cwd(if info.cwd.is_empty() {
             &session.requested_cwd
@@ -138,7 +142,11 @@ impl Shim {
             signal: "SIGINT".to_owned(),
         };
         if let Err(e) = self.client.clone().signal(request).await {
-            tracing::warn!(terminal, error = %e.message(), "interrupting the prompt's command failed");
+            tracing::warn!(
+                terminal,
+                error = %e.message(),
+                "interrupting the prompt's command failed"
+            );
         }
     }
 

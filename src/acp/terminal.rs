@@ -53,7 +53,7 @@ pub(crate) async fn run(
         Outcome::Unfinished
     } else {
         let mut emit = |data: String| out.tool_update(wire::output_update(&id, data));
-        let mut send = Stream {
+        let mut send = LiveSend {
             shim,
             terminal: &terminal,
             cancel,
@@ -110,7 +110,7 @@ async fn finish(
 }
 
 /// One terminal send in flight: where its output goes and what cancels it.
-struct Stream<'a> {
+struct LiveSend<'a> {
     shim: &'a Shim,
     terminal: &'a str,
     cancel: &'a CancellationToken,
@@ -119,9 +119,9 @@ struct Stream<'a> {
     emit: &'a mut (dyn FnMut(String) + Send),
 }
 
-impl Stream<'_> {
-    /// Drives one `SendStream` of `text` (Enter follows): output into the pump (terminal mode), pump flushes at
-    /// its pace, and the interrupt schedule once `cancel` fires.
+impl LiveSend<'_> {
+    /// Drives one `SendStream` of `text` (Enter follows): output into the pump (terminal mode),
+    /// pump flushes at its pace, and the interrupt schedule once `cancel` fires.
     async fn run(&mut self, text: &str) -> Outcome {
         let request = SendRequest {
             agent_id: self.shim.agent_id.clone(),

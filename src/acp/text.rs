@@ -137,7 +137,8 @@ pub(crate) fn session_ended_message(exit: &str) -> String {
 /// The note that ends a command's streamed output when the per-command cap cut it.
 pub(crate) fn cap_note(cap_bytes: usize, omitted_bytes: u64) -> String {
     format!(
-        "[ptyd: output past {} KiB not shown here: {omitted_bytes} bytes left out; /read pages the full history]",
+        "[ptyd: output past {} KiB not shown here: {omitted_bytes} bytes left out; \
+         /read pages the full history]",
         cap_bytes / 1024
     )
 }

@@ -121,6 +121,11 @@ pub(super) struct Actor {
     shell_at_prompt: bool,
     /// The shell refused the last line and keeps it in its editor: clear it before new input.
     line_kept: bool,
+    /// An integrated shell has shown its first prompt (its line editor takes input).
+    prompt_seen: bool,
+    /// The probe found the program reading the terminal before any prompt mark (a shell whose
+    /// rc file replaced it, or asks a question): input may go in.
+    reader_seen: bool,
     /// Position of the latest command-start mark whose end has not been seen.
     command_start: Option<Position>,
     unreported: Option<UnreportedEnd>,
@@ -164,6 +169,8 @@ impl Actor {
             last_output: now,
             shell_at_prompt: false,
             line_kept: false,
+            prompt_seen: false,
+            reader_seen: false,
             command_start: None,
             unreported: None,
             prompt_pending: None,
@@ -181,7 +188,9 @@ impl Actor {
         loop {
             let deadline = self.next_deadline();
             let replying = !self.replies.is_empty();
-            let writing = replying || self.outbox_pos < self.outbox.len();
+            // Input waits for an integrated shell's first prompt: typed earlier, while the rc
+            // files run, the shell's line editor would not see it.
+            let writing = replying || (!self.input_gated() && self.outbox_pos < self.outbox.len());
             let pending: &[u8] = if replying {
                 &self.replies
             } else {
@@ -239,6 +248,13 @@ impl Actor {
         [startup, send, probe].into_iter().flatten().min()
     }
 
+    /// Whether input must wait: an integrated shell still running its rc files (no prompt mark
+    /// yet, nobody reading the terminal). Typed then, it would be echoed and lost when the line
+    /// editor starts.
+    fn input_gated(&self) -> bool {
+        self.spec.integration != Integration::None && !self.prompt_seen && !self.reader_seen
+    }
+
     /// When output silence makes a starting session ready. Integrated shells are ready at their
     /// first prompt mark (or a program reading the terminal, or the deadline): a slow rc file is
     /// not a prompt, and input typed before the line editor starts would be lost or mis-settled.
@@ -249,7 +265,7 @@ impl Actor {
 
     /// Probes run only while someone waits: a send whose input is written, or startup.
     fn wants_probe(&self) -> bool {
-        if !self.ready {
+        if !self.ready || (self.input_gated() && self.outbox_pos < self.outbox.len()) {
             return true;
         }
         self.active.as_ref().is_some_and(|a| {
@@ -329,8 +345,13 @@ impl Actor {
                 let exit_code = if had_command { code } else { None };
                 self.shell_at_prompt = true;
                 self.prompt_pending = Some(Instant::now());
+                // An end mark settles a send only once its input is all written: one that
+                // arrives earlier belongs to what ran before (or to the first prompt).
+                let input_written = self.outbox_pos >= self.outbox.len();
                 match self.active.as_mut() {
-                    Some(a) if a.command_end.is_none() => a.command_end = Some((exit_code, at)),
+                    Some(a) if a.command_end.is_none() && input_written => {
+                        a.command_end = Some((exit_code, at))
+                    }
                     Some(_) => {}
                     None if had_command => {
                         self.unreported = Some(UnreportedEnd { exit_code, end: at })
@@ -340,6 +361,7 @@ impl Actor {
             }
             Mark::PromptStart | Mark::InputStart => {
                 self.prompt_pending = None;
+                self.prompt_seen = true;
                 if self.command_start.is_none() {
                     self.shell_at_prompt = true;
                 }
@@ -450,6 +472,11 @@ impl Actor {
         let Some(reader) = waiting::probe::terminal_reader(shell, &tty, password_mode) else {
             return;
         };
+        if self.input_gated() {
+            self.reader_seen = true;
+            self.rearm_probe();
+            return;
+        }
         if self.pty.input_pending() {
             return;
         }
@@ -918,16 +945,14 @@ impl Actor {
         };
         let job = self.jobs.get_mut(id)?;
         job.consumed = new_consumed.max(consumed);
-        let mut meta = match (&job.outcome, status) {
+        // The contract's format; the exit code is in the typed `exit_code` field.
+        let meta = match (&job.outcome, status) {
             (Some(o), JobStatus::Completed) => {
                 vec![format!("[job: {id} completed: wait: {}]", o.reason.name())]
             }
             (_, JobStatus::Failed) => vec![format!("[job: {id} failed: {}]", job.detail)],
             (_, s) => vec![format!("[job: {id} {}]", s.name())],
         };
-        if let Some(code) = job.outcome.as_ref().and_then(|o| o.exit_code) {
-            meta.push(format!("[exit code: {code}]"));
-        }
         let capped = render::with_meta(&lines.join("\n"), "", &meta, cap);
         let rendered = capped.rendered.trim_start_matches('\n').to_owned();
         Some(JobReport {

@@ -64,7 +64,11 @@ const connection = acp
 const agent = connection.agent;
 
 function errorOf(error) {
-  return { code: error?.code ?? null, message: String(error?.message ?? error), data: error?.data ?? null };
+  return {
+    code: error?.code ?? null,
+    message: String(error?.message ?? error),
+    data: error?.data ?? null,
+  };
 }
 
 readline.createInterface({ input: process.stdin }).on("line", (line) => {

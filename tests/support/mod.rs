@@ -40,6 +40,15 @@ pub struct Daemon {
     pub _dir: TempDir,
 }
 
+/// A HOME without rc files, for daemons the tests spawn as processes: the machine user's rc
+/// files (plugin managers, shared lock files that a killed shell can leave behind) must not
+/// decide whether a test passes.
+pub fn clean_home() -> PathBuf {
+    let home = Path::new(env!("CARGO_TARGET_TMPDIR")).join("clean-home");
+    std::fs::create_dir_all(&home).expect("create a clean HOME");
+    home
+}
+
 /// Starts a daemon with the contract defaults.
 pub async fn start_daemon() -> Daemon {
     start_daemon_with(ptyd::config::Config::default()).await
@@ -48,11 +57,21 @@ pub async fn start_daemon() -> Daemon {
 /// Starts a daemon with `config`. The listener is bound before `serve` is spawned, so the
 /// client can connect at once. Dropping the `Daemon` without `stop` still triggers shutdown
 /// (the oneshot sender is dropped), but only `stop` waits for it.
-pub async fn start_daemon_with(config: ptyd::config::Config) -> Daemon {
+pub async fn start_daemon_with(mut config: ptyd::config::Config) -> Daemon {
     let dir = tempfile::Builder::new()
         .prefix("ptyd-test-")
         .tempdir()
         .expect("create temp dir for the daemon socket");
+    // Sessions get an empty HOME unless the test chose one: the machine user's rc files (slow
+    // plugin managers, shared lock files) must not decide whether a test passes. Tests about rc
+    // files pass their own HOME in OpenRequest.env.
+    if !config.env_defaults.iter().any(|(name, _)| name == "HOME") {
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).expect("create the sessions' HOME");
+        config
+            .env_defaults
+            .push(("HOME".into(), home.display().to_string()));
+    }
     let socket = dir.path().join("ptyd.sock");
     let listener = UnixListener::bind(&socket).expect("bind the daemon socket");
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
