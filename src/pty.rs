@@ -86,6 +86,10 @@ impl Pty {
             .ok()
             .map(|p| p.display().to_string());
         let (status_read, status_write) = pipe()?;
+        // Everything that can fail goes before the helper exists.
+        let io = async_fd(set_nonblocking(master)?)?;
+        let status = async_fd(set_nonblocking(status_read)?)?;
+        let slave_probe = tty_path.as_deref().and_then(open_slave_probe);
         let label = env
             .iter()
             .find(|(k, _)| k == "PTYD_SESSION_ID")
@@ -115,14 +119,13 @@ impl Pty {
         .await
         .unwrap_or_else(|e| Err(io::Error::other(e)));
         let (helper, cgroup) = started?;
-        // (Should this call be cancelled before here, the helper, unwatched, ends the session
-        // once its status pipe closes, and the daemon's reaper collects it.)
+        // Were this call cancelled before here, the helper, unwatched, would end its session as
+        // soon as the status pipe closed, and the daemon's reaper would collect it.
         reaper::watch(helper.id() as i32);
         let helper_exit = reaper::pidfd(helper.id() as i32);
-        let slave_probe = tty_path.as_deref().and_then(open_slave_probe);
         let mut pty = Pty {
-            io: async_fd(set_nonblocking(master)?)?,
-            status: async_fd(set_nonblocking(status_read)?)?,
+            io,
+            status,
             status_buf: Mutex::new(Vec::new()),
             helper_closed: AtomicBool::new(false),
             helper: Mutex::new(helper),

@@ -194,6 +194,8 @@ struct RunLine {
     rows: usize,
     /// It printed at least one character (its row is not blank).
     text: bool,
+    /// It has colour sequences.
+    sgr: bool,
 }
 
 /// A run of plain lines that started at column 0 on a blank bottom part of the main screen (a
@@ -209,8 +211,8 @@ struct RunLine {
 struct Run {
     active: bool,
     lazy: bool,
-    /// The window's bytes, from `start`.
-    bytes: Vec<u8>,
+    /// The window's bytes, from `start` (plain lines are ASCII, so this is text).
+    text: String,
     start: usize,
     window: VecDeque<RunLine>,
     /// Rows the window's lines take.
@@ -222,13 +224,24 @@ struct Run {
     tail: Vec<u8>,
     /// Characters printed by `tail`.
     tail_width: usize,
+    /// Scratch list of the complete lines found in one piece of output.
+    found: Vec<Found>,
+}
+
+/// A complete plain line found by `scan_line`.
+#[derive(Clone, Copy)]
+struct Found {
+    len: usize,
+    width: usize,
+    sgr: bool,
 }
 
 /// What `scan_line` found at the start of some bytes.
 #[derive(Debug, PartialEq, Eq)]
 enum LineScan {
-    /// A plain line ended by CR LF: its length (CR LF included) and printed width.
-    Complete { len: usize, width: usize },
+    /// A plain line ended by CR LF: its length (CR LF included), printed width, and whether it
+    /// has colour sequences.
+    Complete { len: usize, width: usize, sgr: bool },
     /// Plain bytes up to the end without CR LF (possibly ending inside a colour sequence or
     /// with the CR): their printed width.
     Partial { width: usize },
@@ -498,7 +511,8 @@ impl State {
     /// Takes the plain lines at the start of `bytes` into the run; returns what follows them.
     /// Ends the run (the emulator up to date) when something else comes.
     fn extend_run<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
-        let cols = usize::from(self.size().0);
+        let (cols, rows) = self.size();
+        let (cols, screen_rows) = (usize::from(cols), usize::from(rows));
         let mut rest = bytes;
         if !self.run.tail.is_empty() {
             // Complete the unfinished line first.
@@ -510,8 +524,10 @@ impl State {
             let before = line.len();
             line.extend_from_slice(&rest[..upto]);
             match scan_line(&line) {
-                LineScan::Complete { len, width } if len == line.len() => {
-                    self.push_line(&line, width, cols);
+                LineScan::Complete { len, width, sgr } if len == line.len() => {
+                    // Plain lines are ASCII.
+                    let text = std::str::from_utf8(&line).unwrap_or_default();
+                    self.push_line(text, width, sgr, cols, screen_rows);
                     rest = &rest[upto..];
                 }
                 LineScan::Partial { width } if upto == rest.len() && width < cols => {
@@ -528,37 +544,54 @@ impl State {
                 }
             }
         }
-        loop {
-            match scan_line(rest) {
-                LineScan::Complete { len, width } => {
-                    self.push_line(&rest[..len], width, cols);
-                    rest = &rest[len..];
+        // The complete lines first, then what ends them.
+        let mut found = std::mem::take(&mut self.run.found);
+        found.clear();
+        let mut upto = 0;
+        let end = loop {
+            match scan_line(&rest[upto..]) {
+                LineScan::Complete { len, width, sgr } => {
+                    found.push(Found { len, width, sgr });
+                    upto += len;
                 }
-                LineScan::Partial { width } if width < cols => {
-                    self.run.tail.extend_from_slice(rest);
-                    self.run.tail_width = width;
-                    return &[];
-                }
-                _ => {
-                    self.end_run();
-                    return rest;
-                }
+                other => break other,
+            }
+        };
+        // Plain lines are ASCII: one check covers them all.
+        let text = std::str::from_utf8(&rest[..upto]).unwrap_or_default();
+        let mut at = 0;
+        for line in &found {
+            let piece = &text[at..at + line.len];
+            self.push_line(piece, line.width, line.sgr, cols, screen_rows);
+            at += line.len;
+        }
+        self.run.found = found;
+        rest = &rest[upto..];
+        match end {
+            LineScan::Partial { width } if width < cols => {
+                self.run.tail.extend_from_slice(rest);
+                self.run.tail_width = width;
+                &[]
+            }
+            _ => {
+                self.end_run();
+                rest
             }
         }
     }
 
-    /// Adds one complete plain line to the run.
-    fn push_line(&mut self, line: &[u8], width: usize, cols: usize) {
-        let screen_rows = usize::from(self.size().1);
+    /// Adds one complete plain line (CR LF included) to the run.
+    fn push_line(&mut self, line: &str, width: usize, sgr: bool, cols: usize, screen_rows: usize) {
         let entry = RunLine {
             len: line.len(),
             rows: width.div_ceil(cols).max(1),
             text: width > 0,
+            sgr,
         };
         if !self.run.lazy {
-            self.emulate(line);
+            self.emulate(line.as_bytes());
         }
-        self.run.bytes.extend_from_slice(line);
+        self.run.text.push_str(line);
         self.run.window.push_back(entry);
         self.run.rows += entry.rows;
         // Lines followed by a screenful of rows have scrolled off (or would have).
@@ -570,20 +603,18 @@ impl State {
             self.run.rows -= front.rows;
             let start = self.run.start;
             self.run.start += front.len;
-            let line = &self.run.bytes[start..start + front.len - 2];
+            let line = &self.run.text[start..start + front.len - 2];
             let lazy = self.run.lazy;
             let rec = self.parser.callbacks_mut();
-            if !line.contains(&0x1b) {
-                // No colours: the bytes are the text (plain lines are ASCII).
+            if !front.sgr {
                 if lazy {
-                    let text = std::str::from_utf8(line).unwrap_or_default();
-                    rec.history.push(text.trim_end_matches(' '));
+                    rec.history.push(line.trim_end_matches(' '));
                 }
                 continue;
             }
             let mut plain = std::mem::take(&mut rec.plain_buf);
             plain.clear();
-            strip_sgr(line, &mut plain, &mut self.run.colours);
+            strip_sgr(line.as_bytes(), &mut plain, &mut self.run.colours);
             if lazy {
                 rec.history.push(plain.trim_end_matches(' '));
             }
@@ -595,8 +626,8 @@ impl State {
         if self.run.colours.len() > MAX_COLOURS {
             self.run.colours = fold_colours(&self.run.colours);
         }
-        if self.run.start > 64 * 1024 && self.run.start * 2 > self.run.bytes.len() {
-            self.run.bytes.drain(..self.run.start);
+        if self.run.start > 64 * 1024 && self.run.start * 2 > self.run.text.len() {
+            self.run.text.drain(..self.run.start);
             self.run.start = 0;
         }
         if !self.run.lazy && self.run.rows == screen_rows - 1 {
@@ -616,9 +647,9 @@ impl State {
         }
         if self.run.lazy {
             self.parser.process(&self.run.colours);
-            let window = std::mem::take(&mut self.run.bytes);
-            self.emulate(&window[self.run.start..]);
-            self.run.bytes = window;
+            let window = std::mem::take(&mut self.run.text);
+            self.emulate(&window.as_bytes()[self.run.start..]);
+            self.run.text = window;
             self.run.lazy = false;
         }
         if !self.run.tail.is_empty() {
@@ -879,6 +910,7 @@ fn find_line_end(bytes: &[u8]) -> Option<usize> {
 /// (`ESC [ digits ; m`) allowed, ended by CR LF.
 fn scan_line(bytes: &[u8]) -> LineScan {
     let mut width = 0;
+    let mut sgr = false;
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
@@ -888,7 +920,11 @@ fn scan_line(bytes: &[u8]) -> LineScan {
             }
             b'\r' => {
                 return match bytes.get(i + 1) {
-                    Some(b'\n') => LineScan::Complete { len: i + 2, width },
+                    Some(b'\n') => LineScan::Complete {
+                        len: i + 2,
+                        width,
+                        sgr,
+                    },
                     None => LineScan::Partial { width },
                     Some(_) => LineScan::NotPlain,
                 };
@@ -903,7 +939,10 @@ fn scan_line(bytes: &[u8]) -> LineScan {
                     .iter()
                     .position(|b| !(b.is_ascii_digit() || *b == b';'));
                 match params.map(|n| bytes[i + 2 + n]) {
-                    Some(b'm') => i += params.unwrap_or(0) + 3,
+                    Some(b'm') => {
+                        sgr = true;
+                        i += params.unwrap_or(0) + 3;
+                    }
                     Some(_) => return LineScan::NotPlain,
                     None => return LineScan::Partial { width },
                 }
@@ -1320,11 +1359,19 @@ mod tests {
     fn scan_line_classifies() {
         assert_eq!(
             scan_line(b"ab\r\nc"),
-            LineScan::Complete { len: 4, width: 2 }
+            LineScan::Complete {
+                len: 4,
+                width: 2,
+                sgr: false
+            }
         );
         assert_eq!(
             scan_line(b"\x1b[01;34mab\x1b[m\r\n"),
-            LineScan::Complete { len: 15, width: 2 }
+            LineScan::Complete {
+                len: 15,
+                width: 2,
+                sgr: true
+            }
         );
         assert_eq!(scan_line(b"ab\x1b[01"), LineScan::Partial { width: 2 });
         assert_eq!(scan_line(b"ab\r"), LineScan::Partial { width: 2 });

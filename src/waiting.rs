@@ -274,7 +274,14 @@ pub mod probe {
         let Some(fg) = stat_field(shell, 8).filter(|p| *p > 0) else {
             return out;
         };
-        for pid in foreground_members(shell, fg as i32) {
+        // At its prompt the shell is the foreground: skip the walk of its descendants (this
+        // runs before every write, so it is on the send-latency path).
+        let members = if fg == i64::from(shell) {
+            vec![shell]
+        } else {
+            foreground_members(shell, fg as i32)
+        };
+        for pid in members {
             let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
                 continue;
             };

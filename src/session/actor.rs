@@ -140,6 +140,8 @@ pub(super) struct Actor {
     probe_step: usize,
     /// Raw output for `Watch` subscribers (dropped once the program exited).
     watchers: Option<broadcast::Sender<Arc<[u8]>>>,
+    /// The program exited: watchers get no live feed any more.
+    watch_ended: bool,
     watch_utf8: Utf8Splitter,
     jobs: BTreeMap<String, JobRecord>,
 }
@@ -177,7 +179,8 @@ impl Actor {
             last_seen: Position::default(),
             next_probe: Some(now),
             probe_step: 0,
-            watchers: Some(broadcast::channel(WATCH_BUFFER).0),
+            watchers: None,
+            watch_ended: false,
             watch_utf8: Utf8Splitter::default(),
             jobs: BTreeMap::new(),
         }
@@ -400,6 +403,7 @@ impl Actor {
         self.exit = Some(kind);
         // Watchers see the stream end with the program.
         self.watchers = None;
+        self.watch_ended = true;
         self.publish();
     }
 
@@ -533,7 +537,14 @@ impl Actor {
                 } else {
                     self.terminal.lines(from, total)
                 };
-                let _ = reply.send((lines, self.watchers.as_ref().map(|w| w.subscribe())));
+                // The channel is made for the first watcher: its buffer costs memory that idle
+                // sessions need not pay.
+                let live = (!self.watch_ended).then(|| {
+                    self.watchers
+                        .get_or_insert_with(|| broadcast::channel(WATCH_BUFFER).0)
+                        .subscribe()
+                });
+                let _ = reply.send((lines, live));
             }
             Command::JobOutput(id, cap, reply) => {
                 let _ = reply.send(self.job_output(&id, cap));
