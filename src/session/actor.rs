@@ -81,6 +81,9 @@ struct ActiveSend {
     input_len: usize,
     /// Set by JobKill: finish as killed when settled or at this deadline.
     killing: Option<(Instant, Vec<oneshot::Sender<Option<JobStatus>>>)>,
+    /// JobKill came before the command started: the interrupt goes out when it starts (an
+    /// interrupt at the prompt would be lost and the command would run after all).
+    kill_pending: bool,
 }
 
 enum ActiveSink {
@@ -340,6 +343,10 @@ impl Actor {
                     && a.command_start.is_none()
                 {
                     a.command_start = Some(at);
+                }
+                if let Some(a) = self.active.as_mut().filter(|a| a.kill_pending) {
+                    a.kill_pending = false;
+                    self.interrupt_foreground();
                 }
                 self.set_job_start(at);
             }
@@ -607,6 +614,7 @@ impl Actor {
             unwritten: 0,
             input_len: 0,
             killing: None,
+            kill_pending: false,
             input,
         };
         if pure_wait {
@@ -738,6 +746,10 @@ impl Actor {
         });
         let Some(reason) = reason else { return };
         let mut a = self.active.take().expect("checked above");
+        if a.kill_pending {
+            // The command never started in time: interrupt whatever runs.
+            self.interrupt_foreground();
+        }
         if !input_written {
             a.unwritten = self.outbox.len() - self.outbox_pos;
             self.clear_outbox();
@@ -994,14 +1006,26 @@ impl Actor {
             Some((_, waiters)) => waiters.push(reply),
             None => {
                 a.killing = Some((Instant::now() + KILL_SETTLE, vec![reply]));
-                let shell = self.pty.pid() as i32;
-                if let Some(fg) = crate::reaper::stat_field(shell, 8).filter(|p| *p > 0) {
-                    let _ = nix::sys::signal::killpg(
-                        nix::unistd::Pid::from_raw(fg as i32),
-                        nix::sys::signal::Signal::SIGINT,
-                    );
+                let not_started = self.spec.integration != Integration::None
+                    && a.command_start.is_none()
+                    && a.command_end.is_none();
+                if not_started {
+                    a.kill_pending = true;
+                } else {
+                    self.interrupt_foreground();
                 }
             }
+        }
+    }
+
+    /// SIGINT to the terminal's foreground process group.
+    fn interrupt_foreground(&self) {
+        let shell = self.pty.pid() as i32;
+        if let Some(fg) = crate::reaper::stat_field(shell, 8).filter(|p| *p > 0) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(fg as i32),
+                nix::sys::signal::Signal::SIGINT,
+            );
         }
     }
 
