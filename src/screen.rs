@@ -829,12 +829,12 @@ impl State {
 
     /// The main screen's logical lines (wrapped rows joined), trailing blank lines dropped.
     fn screen_lines(&self) -> Vec<String> {
-        let rows = self.parser.screen().size().0.get();
-        let mut lines = self.logical_lines(rows);
-        while lines.last().is_some_and(|l| l.is_empty()) {
-            lines.pop();
+        // Down to the last row `total_lines` counts (a row of spaces counts, and reads as an
+        // empty line), so a page never names a line it does not hold.
+        match last_content_row(self.parser.screen()) {
+            Some(last) => self.logical_lines(last + 1),
+            None => Vec::new(),
         }
-        lines
     }
 
     /// The logical lines (wrapped rows joined, trailing spaces trimmed) of rows `0..rows`.
@@ -1379,5 +1379,13 @@ mod tests {
         assert_eq!(scan_line(b"ab\rc"), LineScan::NotPlain);
         assert_eq!(scan_line(b"a\x1b[2Ab\r\n"), LineScan::NotPlain);
         assert_eq!(scan_line("é\r\n".as_bytes()), LineScan::NotPlain);
+    }
+
+    #[test]
+    fn every_counted_line_can_be_read() {
+        let mut t = term();
+        t.feed(b" ");
+        assert_eq!(t.total_lines(), 1);
+        assert_eq!(t.lines(1, 1), vec![""]);
     }
 }
