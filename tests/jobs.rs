@@ -24,26 +24,6 @@ const A: &str = "jobs";
 /// How long a stream may stay silent before the tests call it open.
 const STREAM_PATIENCE: Duration = Duration::from_secs(5);
 
-/// Opens a shell whose HOME (and cwd) is `home`, so the machine's own rc files stay out of the
-/// test: pyenv, conda and the like are slow to start and contend for locks when dozens of
-/// sessions start at once. Returns the session id.
-async fn open_in(c: &mut Client, agent: &str, home: &std::path::Path) -> String {
-    let home = home.display().to_string();
-    open_with(
-        c,
-        ptyd::pb::OpenRequest {
-            agent_id: agent.into(),
-            cwd: home.clone(),
-            env: [("HOME".to_string(), home)].into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .session
-    .expect("OpenResponse.session is set")
-    .session_id
-}
-
 /// Starts `cmd` as a background job; returns its id and how long the call took.
 async fn start_job(c: &mut Client, sid: &str, cmd: &str) -> (String, Duration) {
     let started = Instant::now();

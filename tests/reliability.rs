@@ -25,26 +25,6 @@ const HEALTH_EVERY: Duration = Duration::from_millis(20);
 /// A health check with no answer at all by then is a hang, whatever the machine.
 const HEALTH_GIVE_UP: Duration = Duration::from_secs(10);
 
-/// Opens a shell whose HOME (and cwd) is `home`, so the machine's own rc files stay out of the
-/// test: pyenv, conda and the like are slow to start and contend for locks when dozens of
-/// sessions start at once. Returns the session id.
-async fn open_in(c: &mut Client, agent: &str, home: &std::path::Path) -> String {
-    let home = home.display().to_string();
-    open_with(
-        c,
-        ptyd::pb::OpenRequest {
-            agent_id: agent.into(),
-            cwd: home.clone(),
-            env: [("HOME".to_string(), home)].into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .session
-    .expect("OpenResponse.session is set")
-    .session_id
-}
-
 /// The heavy tests take turns: each means to load the machine on its own, and together on a
 /// small machine they would measure each other.
 static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

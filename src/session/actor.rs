@@ -32,6 +32,9 @@ const KILL_SETTLE: Duration = Duration::from_secs(2);
 /// After a command-end mark, how long to wait for the prompt mark that follows it before
 /// settling anyway (a prompt without marks, such as a theme that rebuilt PS1 late).
 const PROMPT_SETTLE: Duration = Duration::from_millis(200);
+/// How often output updates the state `List` and `JobOutput` waiters see (line count, last
+/// output time) while output keeps coming.
+const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
 /// Raw bytes a streaming caller may fall behind by before the excess is dropped.
 const STREAM_BACKLOG: usize = 8 << 20;
 
@@ -138,6 +141,9 @@ pub(super) struct Actor {
     prompt_pending: Option<Instant>,
     /// Where the previous send's viewport ended.
     last_seen: Position,
+    /// When the state was last published, and when a skipped update is due.
+    last_publish: Instant,
+    publish_due: Option<Instant>,
     /// Next stdin probe and the back-off step that scheduled it.
     next_probe: Option<Instant>,
     probe_step: usize,
@@ -181,6 +187,8 @@ impl Actor {
             prompt_pending: None,
             last_seen: Position::default(),
             next_probe: Some(now),
+            last_publish: now,
+            publish_due: None,
             probe_step: 0,
             watchers: None,
             watch_ended: false,
@@ -251,7 +259,10 @@ impl Actor {
                 .expect("non-empty")
         });
         let probe = self.next_probe.filter(|_| self.wants_probe());
-        [startup, send, probe].into_iter().flatten().min()
+        [startup, send, probe, self.publish_due]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Whether input must wait: an integrated shell still running its rc files (no prompt mark
@@ -304,7 +315,7 @@ impl Actor {
         for event in self.terminal.take_marks() {
             self.on_mark(event.mark, event.at);
         }
-        self.publish();
+        self.publish_output();
     }
 
     /// Sends raw output to watchers and to a streaming caller.
@@ -458,6 +469,9 @@ impl Actor {
 
     fn on_timer(&mut self) {
         let now = Instant::now();
+        if self.publish_due.is_some_and(|at| now >= at) {
+            self.publish();
+        }
         if self.next_probe.is_some_and(|at| now >= at) && self.wants_probe() {
             self.probe();
             self.probe_step = (self.probe_step + 1).min(PROBE_BACKOFF_MS.len() - 1);
@@ -1069,7 +1083,21 @@ impl Actor {
             .unwrap_or_default()
     }
 
-    fn publish(&self) {
+    /// Publishes after output, at most once per `PUBLISH_INTERVAL`: under a flood, counting
+    /// lines for every read would cost the daemon's other sessions and RPCs their CPU. A skipped
+    /// update is made up by a timer, so readers of the state never miss the last one.
+    fn publish_output(&mut self) {
+        let now = Instant::now();
+        if now >= self.last_publish + PUBLISH_INTERVAL {
+            self.publish();
+        } else if self.publish_due.is_none() {
+            self.publish_due = Some(self.last_publish + PUBLISH_INTERVAL);
+        }
+    }
+
+    fn publish(&mut self) {
+        self.last_publish = Instant::now();
+        self.publish_due = None;
         let total_lines = self.terminal.total_lines();
         let busy = self.active.is_some();
         let status = self.status();

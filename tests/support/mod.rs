@@ -40,6 +40,26 @@ pub struct Daemon {
     pub _dir: TempDir,
 }
 
+/// Opens a shell whose HOME (and cwd) is `home`, so the machine's own rc files stay out of the
+/// test: pyenv, conda and the like are slow to start and contend for locks when dozens of
+/// sessions start at once. Returns the session id.
+pub async fn open_in(c: &mut Client, agent: &str, home: &std::path::Path) -> String {
+    let home = home.display().to_string();
+    open_with(
+        c,
+        ptyd::pb::OpenRequest {
+            agent_id: agent.into(),
+            cwd: home.clone(),
+            env: [("HOME".to_string(), home)].into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .expect("OpenResponse.session is set")
+    .session_id
+}
+
 /// A HOME without rc files, for daemons the tests spawn as processes: the machine user's rc
 /// files (plugin managers, shared lock files that a killed shell can leave behind) must not
 /// decide whether a test passes.
