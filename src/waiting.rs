@@ -337,16 +337,7 @@ pub mod probe {
             if stat_field(pid, 5) == Some(i64::from(fg)) {
                 out.push(pid);
             }
-            if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
-                for task in tasks.flatten() {
-                    if let Ok(text) = fs::read_to_string(task.path().join("children")) {
-                        stack.extend(
-                            text.split_whitespace()
-                                .filter_map(|s| s.parse::<i32>().ok()),
-                        );
-                    }
-                }
-            }
+            stack.extend(crate::reaper::children(pid));
         }
         out
     }
