@@ -3,6 +3,7 @@
 //! owns the PTY, the child, the terminal model and the in-flight send.
 
 mod actor;
+mod kill;
 
 use crate::error::{Error, Result};
 use crate::marks::Integration;

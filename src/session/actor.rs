@@ -2,6 +2,7 @@
 //! in flight, and runs one `select!` over PTY output, pending input, commands, the child's exit,
 //! the caller hanging up and the nearest deadline (send timeout, idle, stdin probe, startup).
 
+use super::kill::JobKill;
 use super::{
     Command, JobReport, JobStatus, ReadOutcome, ReadQuery, Ready, SendInput, SendOutcome,
     SessionSpec, SessionState, Sink, Status, status_text, unix_ms,
@@ -27,8 +28,6 @@ const READ_BUF: usize = 16 * 1024;
 const PROBE_BACKOFF_MS: [u64; 8] = [1, 2, 4, 10, 25, 50, 100, 250];
 /// Raw-output chunks buffered for `Watch` subscribers before a slow one starts losing chunks.
 const WATCH_BUFFER: usize = 1024;
-/// How long JobKill waits for the interrupted command to settle before calling it killed.
-const KILL_SETTLE: Duration = Duration::from_secs(2);
 /// After a command-end mark, how long to wait for the prompt mark that follows it before
 /// settling anyway (a prompt without marks, such as a theme that rebuilt PS1 late).
 const PROMPT_SETTLE: Duration = Duration::from_millis(200);
@@ -82,11 +81,8 @@ struct ActiveSend {
     unwritten: usize,
     /// Bytes the send writes in all (text, Enter, keys).
     input_len: usize,
-    /// Set by JobKill: finish as killed when settled or at this deadline.
-    killing: Option<(Instant, Vec<oneshot::Sender<Option<JobStatus>>>)>,
-    /// JobKill came before the command started: the interrupt goes out when it starts (an
-    /// interrupt at the prompt would be lost and the command would run after all).
-    kill_pending: bool,
+    /// Set by JobKill: finish as killed when the command ends or the kill gives up.
+    killing: Option<JobKill>,
 }
 
 enum ActiveSink {
@@ -251,7 +247,7 @@ impl Actor {
         });
         let send = self.active.as_ref().map(|a| {
             let d = deadlines(a);
-            let kill = a.killing.as_ref().map(|(at, _)| *at);
+            let kill = a.killing.as_ref().map(|k| k.next_check(Instant::now()));
             [Some(d.timeout), Some(d.idle), kill]
                 .into_iter()
                 .flatten()
@@ -355,9 +351,11 @@ impl Actor {
                 {
                     a.command_start = Some(at);
                 }
-                if let Some(a) = self.active.as_mut().filter(|a| a.kill_pending) {
-                    a.kill_pending = false;
-                    self.interrupt_foreground();
+                let shell = self.pty.pid() as i32;
+                if let Some(kill) = self.active.as_mut().and_then(|a| a.killing.as_mut()) {
+                    let now = Instant::now();
+                    kill.arm(now);
+                    kill.step(shell, now);
                 }
                 self.set_job_start(at);
             }
@@ -471,6 +469,12 @@ impl Actor {
         let now = Instant::now();
         if self.publish_due.is_some_and(|at| now >= at) {
             self.publish();
+        }
+        let shell = self.pty.pid() as i32;
+        if let Some(a) = self.active.as_mut().filter(|a| a.command_end.is_none())
+            && let Some(kill) = a.killing.as_mut()
+        {
+            kill.step(shell, now);
         }
         if self.next_probe.is_some_and(|at| now >= at) && self.wants_probe() {
             self.probe();
@@ -628,7 +632,6 @@ impl Actor {
             unwritten: 0,
             input_len: 0,
             killing: None,
-            kill_pending: false,
             input,
         };
         if pure_wait {
@@ -752,18 +755,11 @@ impl Actor {
             stdin_blocked: a.stdin_blocked,
             input_written,
         };
-        let killed_at = a.killing.as_ref().map(|(at, _)| *at);
-        let reason = waiting::decide(&observed, &deadlines(a), now).or_else(|| {
-            killed_at
-                .filter(|at| now >= *at)
-                .map(|_| WaitReason::Timeout)
-        });
+        let kill_gave_up = a.killing.as_ref().is_some_and(|k| k.gave_up(now));
+        let reason = waiting::decide(&observed, &deadlines(a), now)
+            .or_else(|| kill_gave_up.then_some(WaitReason::Timeout));
         let Some(reason) = reason else { return };
         let mut a = self.active.take().expect("checked above");
-        if a.kill_pending {
-            // The command never started in time: interrupt whatever runs.
-            self.interrupt_foreground();
-        }
         if !input_written {
             a.unwritten = self.outbox.len() - self.outbox_pos;
             self.clear_outbox();
@@ -802,7 +798,7 @@ impl Actor {
                     job.end = Some(self.last_seen);
                     job.outcome = Some(outcome);
                 }
-                if let Some((_, waiters)) = a.killing {
+                if let Some(JobKill { waiters, .. }) = a.killing {
                     let status = if killed {
                         JobStatus::Killed
                     } else {
@@ -1017,29 +1013,18 @@ impl Actor {
             return;
         };
         match a.killing.as_mut() {
-            Some((_, waiters)) => waiters.push(reply),
+            Some(kill) => kill.waiters.push(reply),
             None => {
-                a.killing = Some((Instant::now() + KILL_SETTLE, vec![reply]));
-                let not_started = self.spec.integration != Integration::None
-                    && a.command_start.is_none()
-                    && a.command_end.is_none();
-                if not_started {
-                    a.kill_pending = true;
-                } else {
-                    self.interrupt_foreground();
-                }
+                // An ended command has nothing left to interrupt: the kill just waits for it
+                // to settle.
+                let shell_is_command = self.spec.integration == Integration::None;
+                let started =
+                    (shell_is_command || a.command_start.is_some()) && a.command_end.is_none();
+                let now = Instant::now();
+                let mut kill = JobKill::new(reply, started, shell_is_command, now);
+                kill.step(self.pty.pid() as i32, now);
+                a.killing = Some(kill);
             }
-        }
-    }
-
-    /// SIGINT to the terminal's foreground process group.
-    fn interrupt_foreground(&self) {
-        let shell = self.pty.pid() as i32;
-        if let Some(fg) = crate::reaper::stat_field(shell, 8).filter(|p| *p > 0) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(fg as i32),
-                nix::sys::signal::Signal::SIGINT,
-            );
         }
     }
 
