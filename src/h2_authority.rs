@@ -11,8 +11,12 @@
 //! - Every header block is decoded by an HPACK decoder that mirrors the client's encoder (its
 //!   dynamic table, honouring size updates), so indexed references always resolve correctly.
 //! - While no block has needed a rewrite, each block is forwarded as the original frames, byte
-//!   for byte; the server's decoder then holds the same dynamic table as the client's encoder. A
-//!   client that sends a valid authority (the Rust client sends `localhost`) is never rewritten.
+//!   for byte; the server's decoder then holds the same dynamic table as the client's encoder.
+//! - The first `:authority` decides for the connection, since a gRPC channel keeps one target: a
+//!   valid one (the Rust client sends `localhost`) puts the connection in pass-through, where
+//!   nothing more is parsed or decoded. That keeps the adapter off the request path of good
+//!   clients (the HPACK decoder builds a Huffman table for every coded string it meets, tens of
+//!   microseconds per request).
 //! - From the first block that needs a rewrite on, every block of that connection is re-encoded:
 //!   each field as a "literal without indexing" with a literal name, no dynamic-table reference,
 //!   no insertion and no size update. The server's dynamic table is never touched again, so it
@@ -180,7 +184,7 @@ enum Phase {
     Forward(usize),
     /// Holding this many more payload bytes of a HEADERS or CONTINUATION frame.
     Held(usize),
-    /// Not HTTP/2: everything passes through untouched.
+    /// Not HTTP/2, or the first `:authority` was valid: everything passes through untouched.
     Raw,
     /// After a protocol violation: nothing more reaches the server.
     Discard,
@@ -409,15 +413,18 @@ impl Rewriter {
         encoded.clear();
         let mut decoded_size = 0usize;
         let mut bad_authority = None;
+        let mut good_authority = false;
         let result = self.decoder.decode_with_cb(&block.fragment, |name, value| {
             decoded_size = decoded_size.saturating_add(name.len() + value.len() + 32);
             if decoded_size > MAX_DECODED_BYTES {
                 return;
             }
-            let value: &[u8] = if &*name == b":authority" && !authority_is_valid(&value) {
+            let authority = &*name == b":authority";
+            let value: &[u8] = if authority && !authority_is_valid(&value) {
                 bad_authority.get_or_insert_with(|| String::from_utf8_lossy(&value).into_owned());
                 REPLACEMENT_AUTHORITY
             } else {
+                good_authority |= authority;
                 &value
             };
             encode_literal(encoded, &name, value);
@@ -445,6 +452,9 @@ impl Rewriter {
             write_block(out, block.stream_id, block.flags, &block.priority, encoded);
         } else {
             out.extend_from_slice(&block.raw);
+            if good_authority {
+                self.phase = Phase::Raw;
+            }
         }
     }
 
@@ -966,32 +976,31 @@ mod tests {
 
     #[test]
     fn the_dynamic_table_stays_in_step_across_the_switch() {
-        // Request 1 is valid and passes as it is; it fills the client's table with
-        // [62] x-trace: one, [63] :authority: localhost, [64] :path: /a.
+        // Request 1 has no authority (nothing decided yet) and passes as it is; it fills the
+        // client's table with [62] x-trace: one, [63] :path: /a.
         let r1 = hpack(&[
             F::Idx(3),
             F::Idx(6),
             F::IncName(4, "/a"),
-            F::IncName(1, "localhost"),
             F::Inc("x-trace", "one"),
         ]);
         // Request 2 refers to request 1's entries and inserts the socket path: then
-        // [62] :authority: SOCKET, [63] x-trace: one, [64] :authority: localhost, [65] :path: /a.
+        // [62] :authority: SOCKET, [63] x-trace: one, [64] :path: /a.
         let r2 = hpack(&[
             F::Idx(3),
             F::Idx(6),
-            F::Idx(64),
+            F::Idx(63),
             F::IncName(1, SOCKET),
             F::Idx(63),
         ]);
         // Request 3 is made of references only; request 4 has a valid authority but comes after
         // the switch, and a sensitive header.
-        let r3 = hpack(&[F::Idx(3), F::Idx(6), F::Idx(65), F::Idx(62), F::Idx(63)]);
+        let r3 = hpack(&[F::Idx(3), F::Idx(6), F::Idx(64), F::Idx(62), F::Idx(63)]);
         let r4 = hpack(&[
             F::Idx(3),
             F::Idx(6),
-            F::Idx(65),
             F::Idx(64),
+            F::IncName(1, "localhost"),
             F::Never(23, "Bearer secret"),
         ]);
         let input = [
@@ -1007,7 +1016,7 @@ mod tests {
         let common = [(":method", "POST"), (":scheme", "http"), (":path", "/a")];
         let with = |extra: &[(&'static str, &'static str)]| owned(&[&common[..], extra].concat());
         let expected = vec![
-            with(&[(":authority", "localhost"), ("x-trace", "one")]),
+            with(&[("x-trace", "one")]),
             with(&[(":authority", "localhost"), ("x-trace", "one")]),
             with(&[(":authority", "localhost"), ("x-trace", "one")]),
             with(&[
@@ -1028,6 +1037,24 @@ mod tests {
             blocks.iter().map(|b| b.stream_id).collect::<Vec<_>>(),
             [1, 3, 5, 7]
         );
+    }
+
+    #[test]
+    fn a_valid_first_authority_lets_the_rest_of_the_connection_pass_unread() {
+        // After a valid first authority nothing is parsed: not a later invalid authority, not
+        // even a protocol violation (a stray CONTINUATION), which the server itself judges.
+        let stray_continuation = frame(TYPE_CONTINUATION, FLAG_END_HEADERS, 9, b"\x80");
+        let input = [
+            client_start(),
+            headers(1, 0, &grpc_request("/first", "localhost")),
+            headers(3, 0, &grpc_request("/second", SOCKET)),
+            stray_continuation,
+        ]
+        .concat();
+        assert_eq!(run(&input), input);
+        for chunk in [1, 7, 100] {
+            assert_eq!(run_chunked(&input, || chunk), input, "chunks of {chunk}");
+        }
     }
 
     #[test]
@@ -1474,7 +1501,8 @@ mod tests {
         let padded = [&[5u8][..], &traced("/padded", SOCKET, "pad"), &[0; 5]].concat();
         [
             client_start(),
-            headers(1, FLAG_END_STREAM, &traced("/one", "localhost", "1")),
+            // The first authority decides: invalid here, so every block is checked.
+            headers(1, FLAG_END_STREAM, &traced("/one", SOCKET, "1")),
             headers(3, FLAG_END_STREAM, &traced("/two", SOCKET, "2")),
             // :path /two, :authority SOCKET, x-trace 2, all from the dynamic table.
             headers(
@@ -1490,14 +1518,14 @@ mod tests {
                 9,
                 &padded,
             ),
-            // :authority localhost from request 1, still in the client's table.
+            // A valid authority comes late: the connection was decided by the first one.
             headers(
                 11,
                 FLAG_END_STREAM,
                 &hpack(&[
                     F::Idx(2),
                     F::Idx(6),
-                    F::Idx(72), // 11th entry of 3 x (:path, :authority, x-trace) per request
+                    F::IncName(1, "localhost"),
                     F::IncName(4, "/last"),
                     F::Inc("x-trace", "z"),
                 ]),
@@ -1558,9 +1586,9 @@ mod tests {
 
     #[tokio::test]
     async fn h2_alone_refuses_the_socket_path() {
-        // The failure the adapter exists for: without it only the valid requests get through.
-        let seen = h2_accepts(h2_input(), false, 2).await;
+        // The failure the adapter exists for: without it only the valid request gets through.
+        let seen = h2_accepts(h2_input(), false, 1).await;
         let paths: Vec<_> = seen.iter().map(|(_, p, _)| p.as_str()).collect();
-        assert_eq!(paths, ["/one", "/last"]);
+        assert_eq!(paths, ["/last"]);
     }
 }

@@ -79,13 +79,17 @@ pub fn parse_osc(params: &[&[u8]]) -> Option<Mark> {
 
 /// bash: sourced through `--rcfile`. Loads the user's `.bashrc`, then puts ptyd's hooks first
 /// and last in `PROMPT_COMMAND` so the D mark sees the real `$?` and prompt frameworks that
-/// rebuild `PS1` do not lose the A/B marks.
+/// rebuild `PS1` do not lose the A/B marks. The cwd goes out with the D mark, in one write, so
+/// the send that settles on D reports the cwd the command left.
 const BASH_RC: &str = r#"# ptyd shell integration for bash (generated; safe to delete)
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
-__ptyd_pre() { __ptyd_ec=$?; printf '\033]133;D;%s\007' "$__ptyd_ec"; return $__ptyd_ec; }
-__ptyd_post() {
+__ptyd_pre() {
+  __ptyd_ec=$?
   local p=${PWD//%/%25}; p=${p// /%20}
-  printf '\033]7;file://%s%s\007' "$HOSTNAME" "$p"
+  printf '\033]133;D;%s\007\033]7;file://%s%s\007' "$__ptyd_ec" "$HOSTNAME" "$p"
+  return $__ptyd_ec
+}
+__ptyd_post() {
   case "$PS1" in *'133;A'*) ;; *) PS1='\[\033]133;A\007\]'"$PS1"'\[\033]133;B\007\]';; esac
   # A hook that reassigns PROMPT_COMMAND (lazy initialisers do) would drop ptyd's first entry:
   # put it back in front, keeping the user's entries once each.

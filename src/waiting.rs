@@ -220,7 +220,7 @@ pub mod probe {
         pub pid: i32,
         /// The thread blocked on the terminal.
         pub tid: i32,
-        /// That thread's context switches so far (see `task_switches`).
+        /// How often that thread has been scheduled so far (see `task_switches`).
         pub switches: u64,
         /// Its command name.
         pub comm: String,
@@ -265,10 +265,10 @@ pub mod probe {
         None
     }
 
-    /// Context switches of every thread in the terminal's foreground group, by thread id. A
+    /// Schedule counts of every thread in the terminal's foreground group, by thread id. A
     /// thread that was blocked on the terminal when input was written has taken that input only
-    /// once its count moved: until then the input may still sit in the kernel's buffers, where
-    /// no `/proc` file shows it.
+    /// once its count moved (it has run since): until then the input may still sit in the
+    /// kernel's buffers, where no `/proc` file shows it.
     pub fn task_switches(shell: i32) -> std::collections::HashMap<i32, u64> {
         let mut out = std::collections::HashMap::new();
         let Some(fg) = stat_field(shell, 8).filter(|p| *p > 0) else {
@@ -294,8 +294,15 @@ pub mod probe {
         out
     }
 
-    /// Voluntary plus involuntary context switches of one thread (0 when unreadable).
+    /// How many times one thread has been put on a CPU (0 when unreadable). `schedstat`'s third
+    /// field is a third of the cost of formatting `status` for its context-switch counts, and
+    /// this runs before every write; kernels without scheduler statistics fall back to those.
     fn switches(pid: i32, tid: i32) -> u64 {
+        if let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat"))
+            && let Some(count) = stat.split_whitespace().nth(2).and_then(|c| c.parse().ok())
+        {
+            return count;
+        }
         let Ok(status) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")) else {
             return 0;
         };

@@ -28,8 +28,9 @@ const READ_BUF: usize = 16 * 1024;
 const PROBE_BACKOFF_MS: [u64; 8] = [1, 2, 4, 10, 25, 50, 100, 250];
 /// Raw-output chunks buffered for `Watch` subscribers before a slow one starts losing chunks.
 const WATCH_BUFFER: usize = 1024;
-/// After a command-end mark, how long to wait for the prompt mark that follows it before
-/// settling anyway (a prompt without marks, such as a theme that rebuilt PS1 late).
+/// After a command-end mark, how long the next input waits for the prompt mark that follows
+/// it before it is written anyway (a prompt without marks, such as a theme that rebuilt PS1
+/// late).
 const PROMPT_SETTLE: Duration = Duration::from_millis(200);
 /// How often output updates the state `List` and `JobOutput` waiters see (line count, last
 /// output time) while output keeps coming.
@@ -132,8 +133,9 @@ pub(super) struct Actor {
     command_start: Option<Position>,
     unreported: Option<UnreportedEnd>,
     /// When a command-end mark arrived whose prompt mark has not followed yet. A send settles
-    /// only once the prompt is drawn, so the next input finds the line editor ready (input
-    /// typed earlier would be echoed twice) and late prompt marks are not mistaken for new ones.
+    /// at the end mark, but the next input is written only once the prompt is drawn, so it
+    /// finds the line editor ready (input typed earlier would be echoed twice) and the late
+    /// prompt marks are not taken for the next command's.
     prompt_pending: Option<Instant>,
     /// Where the previous send's viewport ended.
     last_seen: Position,
@@ -200,7 +202,12 @@ impl Actor {
             let replying = !self.replies.is_empty();
             // Input waits for an integrated shell's first prompt: typed earlier, while the rc
             // files run, the shell's line editor would not see it.
-            let writing = replying || (!self.input_gated() && self.outbox_pos < self.outbox.len());
+            // Input after a command waits for the next prompt to be drawn, so it meets a ready
+            // line editor (typed earlier, the terminal would echo it twice).
+            let writing = replying
+                || (!self.input_gated()
+                    && self.prompt_gate().is_none()
+                    && self.outbox_pos < self.outbox.len());
             let pending: &[u8] = if replying {
                 &self.replies
             } else {
@@ -255,7 +262,10 @@ impl Actor {
                 .expect("non-empty")
         });
         let probe = self.next_probe.filter(|_| self.wants_probe());
-        [startup, send, probe, self.publish_due]
+        let prompt_gate = self
+            .prompt_gate()
+            .filter(|_| self.outbox_pos < self.outbox.len());
+        [startup, send, probe, self.publish_due, prompt_gate]
             .into_iter()
             .flatten()
             .min()
@@ -266,6 +276,14 @@ impl Actor {
     /// editor starts.
     fn input_gated(&self) -> bool {
         self.spec.integration != Integration::None && !self.prompt_seen && !self.reader_seen
+    }
+
+    /// Until when input must wait for the prompt that follows a command-end mark (at most
+    /// `PROMPT_SETTLE`, for a prompt drawn without marks); `None` when it need not wait.
+    fn prompt_gate(&self) -> Option<Instant> {
+        self.prompt_pending
+            .map(|at| at + PROMPT_SETTLE)
+            .filter(|until| Instant::now() < *until)
     }
 
     /// When output silence makes a starting session ready. Integrated shells are ready at their
@@ -746,12 +764,9 @@ impl Actor {
             return;
         };
         let input_written = self.outbox_pos >= self.outbox.len();
-        let prompt_drawn = self
-            .prompt_pending
-            .is_none_or(|at| now >= at + PROMPT_SETTLE);
         let observed = Observed {
             exited: self.exit.is_some(),
-            prompt_returned: a.command_end.is_some() && prompt_drawn,
+            prompt_returned: a.command_end.is_some(),
             stdin_blocked: a.stdin_blocked,
             input_written,
         };
