@@ -294,6 +294,33 @@ pub mod probe {
         out
     }
 
+    /// One thread's schedule count read through a file kept open: a single `pread` where
+    /// `switches` opens, reads and closes (each /proc syscall costs microseconds, and the count
+    /// of a shell at its prompt is taken before every write).
+    pub struct ScheduleCounter(fs::File);
+
+    impl ScheduleCounter {
+        /// The counter of process `pid`'s main thread; `None` without scheduler statistics.
+        pub fn open(pid: i32) -> Option<ScheduleCounter> {
+            let file = fs::File::open(format!("/proc/{pid}/task/{pid}/schedstat")).ok()?;
+            let counter = ScheduleCounter(file);
+            counter.read().map(|_| counter)
+        }
+
+        /// The current count; `None` once the thread is gone.
+        pub fn read(&self) -> Option<u64> {
+            use std::os::unix::fs::FileExt;
+            let mut buf = [0u8; 96];
+            let n = self.0.read_at(&mut buf, 0).ok()?;
+            std::str::from_utf8(&buf[..n])
+                .ok()?
+                .split_whitespace()
+                .nth(2)?
+                .parse()
+                .ok()
+        }
+    }
+
     /// How many times one thread has been put on a CPU (0 when unreadable). `schedstat`'s third
     /// field is a third of the cost of formatting `status` for its context-switch counts, and
     /// this runs before every write; kernels without scheduler statistics fall back to those.

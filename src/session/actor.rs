@@ -22,6 +22,9 @@ use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
 /// PTY read buffer: a master read rarely returns more than a few KiB, and every idle session
 /// keeps one, so 16 KiB balances syscalls under a flood against memory per session.
 const READ_BUF: usize = 16 * 1024;
+/// Output an actor takes in before it lets other tasks run (about 0.2 ms of emulation): under
+/// a flood the PTY is always readable, and tokio's own budget would allow 128 reads.
+const YIELD_AFTER_BYTES: usize = 64 * 1024;
 /// Delays between stdin probes while a send waits, restarted by every output chunk and write.
 /// There is no kernel event for "a reader blocked", so detection latency is the probe step:
 /// quick at first (most programs block at once), then backing off so a long wait costs nothing.
@@ -113,9 +116,11 @@ pub(super) struct Actor {
     outbox_pos: usize,
     /// Answers to terminal queries, written before any pending input.
     replies: Vec<u8>,
-    /// Context switches of the foreground threads just before the send's input was written; a
+    /// Schedule counts of the foreground threads just before the send's input was written; a
     /// reader counts as blocked only once it has moved past them (it has taken the input).
     switches_at_write: std::collections::HashMap<i32, u64>,
+    /// The shell's schedule count, opened on first use (see `schedule_counts`).
+    shell_counter: Option<waiting::probe::ScheduleCounter>,
     ready_waiters: Vec<oneshot::Sender<Ready>>,
     ready: bool,
     startup_deadline: Instant,
@@ -173,6 +178,7 @@ impl Actor {
             outbox_pos: 0,
             replies: Vec::new(),
             switches_at_write: std::collections::HashMap::new(),
+            shell_counter: None,
             ready_waiters: Vec::new(),
             ready: false,
             last_output: now,
@@ -197,6 +203,7 @@ impl Actor {
 
     pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>, stop: Arc<Notify>) {
         let mut buf = vec![0u8; READ_BUF];
+        let mut unyielded = 0usize;
         loop {
             let deadline = self.next_deadline();
             let replying = !self.replies.is_empty();
@@ -216,7 +223,10 @@ impl Actor {
             tokio::select! {
                 read = self.pty.read(&mut buf), if !self.eof => match read {
                     Ok(0) | Err(_) => self.eof = true,
-                    Ok(n) => self.on_output(&buf[..n]),
+                    Ok(n) => {
+                        self.on_output(&buf[..n]);
+                        unyielded += n;
+                    }
                 },
                 exit = self.pty.wait_exit(), if self.exit.is_none() => {
                     self.on_exit(exit.unwrap_or(ExitKind::Code(0)));
@@ -243,6 +253,11 @@ impl Actor {
                 _ = stop.notified() => break,
             }
             self.evaluate();
+            if unyielded >= YIELD_AFTER_BYTES {
+                // A flood keeps the PTY always readable: let other sessions and RPCs run.
+                unyielded = 0;
+                tokio::task::yield_now().await;
+            }
         }
         self.shutdown().await;
     }
@@ -664,7 +679,7 @@ impl Actor {
             active.input_len = self.outbox.len();
             self.line_kept = false;
             self.outbox_pos = 0;
-            self.switches_at_write = waiting::probe::task_switches(self.pty.pid() as i32);
+            self.switches_at_write = self.schedule_counts();
             self.shell_at_prompt = false;
             self.unreported = None;
         }
@@ -701,15 +716,32 @@ impl Actor {
         self.publish();
     }
 
+    /// Schedule counts of the threads that may take the input about to be written. A shell at
+    /// its prompt is the terminal's foreground and reads on its main thread: one read of a
+    /// file kept open instead of a walk of /proc (this is on every send's path).
+    fn schedule_counts(&mut self) -> std::collections::HashMap<i32, u64> {
+        let shell = self.pty.pid() as i32;
+        if self.shell_at_prompt && self.spec.integration != Integration::None {
+            if self.shell_counter.is_none() {
+                self.shell_counter = waiting::probe::ScheduleCounter::open(shell);
+            }
+            if let Some(count) = self.shell_counter.as_ref().and_then(|c| c.read()) {
+                return std::collections::HashMap::from([(shell, count)]);
+            }
+        }
+        waiting::probe::task_switches(shell)
+    }
+
     /// Refuses a line that a program reading in line mode would lose past the kernel's limit.
     fn line_limit_refusal(&self, input: &SendInput) -> Option<Error> {
         use nix::sys::termios::LocalFlags;
-        let canonical = self
-            .pty
-            .termios()
-            .is_some_and(|t| t.local_flags.contains(LocalFlags::ICANON));
         let longest = longest_line(input.text.as_bytes());
-        (canonical && longest > KERNEL_LINE_LIMIT).then(|| {
+        let canonical = || {
+            self.pty
+                .termios()
+                .is_some_and(|t| t.local_flags.contains(LocalFlags::ICANON))
+        };
+        (longest > KERNEL_LINE_LIMIT && canonical()).then(|| {
             Error::invalid(format!(
                 "text has a line of {longest} bytes, but the program reads the terminal in line \
                  mode, where the kernel keeps at most {KERNEL_LINE_LIMIT} bytes of a line; split \
