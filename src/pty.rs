@@ -22,6 +22,7 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
 /// How long the helper may take to start the program and report its pid. Normally a few
@@ -87,7 +88,7 @@ impl Pty {
             .map(|p| p.display().to_string());
         let (status_read, status_write) = pipe()?;
         // Everything that can fail goes before the helper exists.
-        let io = async_fd(set_nonblocking(master)?)?;
+        let io = async_fd_for(set_nonblocking(master)?, Interest::READABLE)?;
         let status = async_fd(set_nonblocking(status_read)?)?;
         let slave_probe = tty_path.as_deref().and_then(open_slave_probe);
         let label = env
@@ -233,13 +234,23 @@ impl Pty {
     }
 
     /// Writes as much of `data` as the PTY accepts now, waiting for room when it accepts none.
+    ///
+    /// The master is registered for reading only: the kernel signals room to write on the
+    /// master every time the program reads its terminal (a line editor reads one key at a
+    /// time), and each signal would wake the daemon while the program works. Only a write that
+    /// finds the input buffer full waits, through a duplicate of the master registered for
+    /// writability for just that wait.
     pub async fn write_some(&self, data: &[u8]) -> io::Result<usize> {
+        let master = self.io.get_ref();
         loop {
-            let mut guard = self.io.writable().await?;
-            match guard.try_io(|fd| write_fd(fd.as_raw_fd(), data)) {
-                Ok(result) => return result,
-                Err(_would_block) => continue,
+            match write_fd(master.as_raw_fd(), data) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => return done,
             }
+            let room = async_fd_for(master.try_clone()?, Interest::WRITABLE)?;
+            // Registration reports room that appeared since the failed write, so this cannot
+            // miss it.
+            room.writable().await?.retain_ready();
         }
     }
 
@@ -512,11 +523,16 @@ fn set_nonblocking(fd: OwnedFd) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Registers an owned fd with tokio's reactor.
+/// Registers an owned fd with tokio's reactor, for reading and writing.
 pub fn async_fd(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    async_fd_for(fd, Interest::READABLE | Interest::WRITABLE)
+}
+
+/// Registers an owned fd with tokio's reactor for the readiness in `interest` only.
+fn async_fd_for(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
     // SAFETY: an OwnedFd stays open and refers to the same file description until dropped, and
     // the AsyncFd owns it for its whole life.
-    unsafe { AsyncFd::register(fd) }.map_err(|e| e.into_parts().1)
+    unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(|e| e.into_parts().1)
 }
 
 /// A pidfd for `pid`: readable once the process has exited.
