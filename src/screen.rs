@@ -806,24 +806,67 @@ impl State {
         if to < first_screen_line {
             return out;
         }
-        let screen = match &self.main_snapshot {
-            Some(snapshot) => snapshot.lines.clone(),
-            None => self.screen_lines(),
-        };
-        for (i, line) in screen.into_iter().enumerate().skip(skip) {
-            let n = base + i as u64 + 1 - skip as u64;
-            if n >= from && n <= to {
-                out.push(line);
-            }
+        // Screen line i (counting a continued history line as 0) is line base + i + 1 - skip.
+        let index = |n: u64| (n.max(first_screen_line) - base - 1) as usize + skip;
+        let (first, last) = (index(from), index(to));
+        match &self.main_snapshot {
+            Some(snapshot) => out.extend(
+                snapshot
+                    .lines
+                    .iter()
+                    .take(last + 1)
+                    .skip(first)
+                    .cloned(),
+            ),
+            None => out.extend(self.screen_lines_range(first, last)),
         }
         out
+    }
+
+    /// The main screen's logical lines `first..=last` (as [`Self::screen_lines`] numbers them),
+    /// rendering only their rows: a viewport is usually the screen's last few lines, and
+    /// rendering all rows for it was the largest cost of settling a send.
+    fn screen_lines_range(&self, first: usize, last: usize) -> Vec<String> {
+        let screen = self.parser.screen();
+        let Some(last_row) = last_content_row(screen) else {
+            return Vec::new();
+        };
+        let height = screen.size().0.get();
+        // The row each logical line starts on, joined as `logical_lines` joins them.
+        let mut starts = Vec::new();
+        let mut row = 0;
+        while row <= last_row {
+            starts.push(row);
+            while row < last_row && row < height - 1 && screen.row_wrapped(row) {
+                row += 1;
+            }
+            row += 1;
+        }
+        (first..=last.min(starts.len().saturating_sub(1)))
+            .filter_map(|i| {
+                let start = *starts.get(i)?;
+                let end = starts.get(i + 1).map_or(last_row, |next| next - 1);
+                // Rows start..=end in full; the row after contributes nothing (width 0).
+                let mut text = screen.contents_between(start, 0, end + 1, 0);
+                if text.ends_with('\n') {
+                    text.pop();
+                }
+                let len = text.trim_end_matches(' ').len();
+                text.truncate(len);
+                Some(text)
+            })
+            .collect()
     }
 
     /// The first logical line on the main screen (or its snapshot).
     fn first_screen_line(&self) -> String {
         match &self.main_snapshot {
             Some(snapshot) => snapshot.lines.first().cloned().unwrap_or_default(),
-            None => self.screen_lines().into_iter().next().unwrap_or_default(),
+            None => self
+                .screen_lines_range(0, 0)
+                .into_iter()
+                .next()
+                .unwrap_or_default(),
         }
     }
 
@@ -1087,6 +1130,36 @@ mod tests {
         assert_eq!(lines[0], long);
         assert_eq!(lines.len(), 11);
         assert_eq!(t.total_lines(), 11);
+    }
+
+    #[test]
+    fn every_range_reads_what_the_whole_screen_holds() {
+        // Wrapped lines (one continuing from history), wide characters across a row end, a
+        // row of coloured blanks and blank rows between lines: any sub-range reads the same
+        // lines as a read of everything.
+        let mut t = term();
+        t.feed("h".repeat(70).as_bytes());
+        t.feed(b"\r\n");
+        t.feed("日本語".repeat(8).as_bytes());
+        t.feed(b"\r\nshort\r\n\x1b[44m   \x1b[0m\r\n\r\nlast line  ");
+        let total = t.total_lines();
+        let all = all_lines(&t);
+        assert_eq!(all.len() as u64, total);
+        {
+            // The row-by-row range rendering agrees with rendering every row.
+            let state = t.synced();
+            let every = state.screen_lines();
+            assert_eq!(state.screen_lines_range(0, every.len() + 3), every);
+            for i in 0..every.len() {
+                assert_eq!(state.screen_lines_range(i, i), [every[i].clone()], "line {i}");
+            }
+        }
+        for from in 1..=total {
+            for to in from..=total {
+                let want = &all[(from - 1) as usize..to as usize];
+                assert_eq!(t.lines(from, to), want, "lines {from}..={to}");
+            }
+        }
     }
 
     #[test]
