@@ -35,6 +35,7 @@ pub mod error;
 pub mod h2_authority;
 pub mod history;
 pub mod marks;
+pub mod memory;
 pub mod pb;
 pub mod pty;
 pub mod reaper;

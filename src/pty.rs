@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -192,11 +192,17 @@ impl Pty {
         nix::sys::termios::tcgetattr(self.io.get_ref()).ok()
     }
 
-    /// Reads available output; `Ok(0)` means the master hung up (no process holds the slave).
-    pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+    /// Reads available output into `buf`, borrowed only for the read itself (a thread's buffer
+    /// shared by every session on it: the caller uses the bytes before it awaits anything
+    /// else); `Ok(0)` means the master hung up (no process holds the slave).
+    pub async fn read_shared(
+        &self,
+        buf: &'static std::thread::LocalKey<std::cell::RefCell<Vec<u8>>>,
+    ) -> io::Result<usize> {
         loop {
             let mut guard = self.io.readable().await?;
-            match guard.try_io(|fd| read_fd(fd.as_raw_fd(), buf)) {
+            let read = guard.try_io(|fd| buf.with_borrow_mut(|b| read_fd(fd.as_raw_fd(), b)));
+            match read {
                 Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(0),
                 Ok(result) => return result,
                 Err(_would_block) => continue,
@@ -422,6 +428,25 @@ impl Drop for Pty {
 }
 
 /// Starts the helper with the slave as stdin and stderr and the status pipe as stdout, told to
+/// The executable a session helper runs: `ptyd-session-helper` beside the running
+/// executable (or one directory up, where cargo puts binaries next to test executables), else
+/// the running executable itself, which becomes the helper before its `main` (see `shim`).
+fn helper_executable() -> PathBuf {
+    static FOUND: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let own = std::env::current_exe().ok();
+            let dir = own.as_deref().and_then(Path::parent);
+            [dir, dir.and_then(Path::parent)]
+                .into_iter()
+                .flatten()
+                .map(|d| d.join(shim::ARG0))
+                .find(|p| p.is_file())
+                .unwrap_or_else(|| PathBuf::from("/proc/self/exe"))
+        })
+        .clone()
+}
+
 /// join `cgroup` first. No code runs between fork and exec, so std uses `posix_spawn`.
 fn spawn_helper(
     argv: &[String],
@@ -431,7 +456,7 @@ fn spawn_helper(
     status_write: OwnedFd,
     cgroup: Option<&Path>,
 ) -> io::Result<std::process::Child> {
-    let mut cmd = std::process::Command::new("/proc/self/exe");
+    let mut cmd = std::process::Command::new(helper_executable());
     cmd.arg0(shim::ARG0)
         .args(argv)
         .env_clear()

@@ -272,6 +272,20 @@ struct State {
     /// a complete special sequence). A run starts only then, so its first bytes cannot be the
     /// end of an escape sequence.
     ground: bool,
+    /// The last output ended between sequences and characters (`ends_between_sequences`):
+    /// the screen may rest.
+    settled: bool,
+    /// While the terminal rests: the bytes that redraw its screen, with the size to restore.
+    resting: Option<Resting>,
+}
+
+/// A resting terminal's screen. The emulator's grid (32 bytes a cell: 150 KiB at 120x40) is
+/// shrunk to one cell while a session is idle, and redrawn from these bytes (vt100's own
+/// rendering of its contents, cursor and input modes) when output arrives or something reads.
+struct Resting {
+    redraw: Vec<u8>,
+    cols: u16,
+    rows: u16,
 }
 
 impl Terminal {
@@ -300,6 +314,8 @@ impl Terminal {
                 unusual_modes: false,
                 fast_path: true,
                 ground: true,
+                settled: true,
+                resting: None,
             }),
             carry: Vec::new(),
         }
@@ -307,9 +323,49 @@ impl Terminal {
 
     /// The state with the emulator up to date.
     fn synced(&self) -> RefMut<'_, State> {
-        let mut state = self.state.borrow_mut();
+        let mut state = self.awake();
         state.sync();
         state
+    }
+
+    /// The state with its screen in place (woken from rest).
+    fn awake(&self) -> RefMut<'_, State> {
+        let mut state = self.state.borrow_mut();
+        state.wake();
+        state
+    }
+
+    /// Lets an idle terminal's screen rest (see [`Resting`]): frees the emulator's grid until
+    /// the next output or read. Returns whether it rests. It does not while a full-screen
+    /// program shows, a run of plain lines or a scroll region is in effect, or the last output
+    /// ended inside an escape sequence or character, whose rest would be lost.
+    pub fn rest(&mut self) -> bool {
+        let state = self.state.get_mut();
+        if state.resting.is_some() {
+            return true;
+        }
+        if !self.carry.is_empty()
+            || state.run.active
+            || state.main_snapshot.is_some()
+            || state.unusual_modes
+            || !state.settled
+            || state.alternate_screen()
+        {
+            return false;
+        }
+        let (cols, rows) = state.size();
+        let redraw = state.parser.screen().state_formatted().into_bytes();
+        state
+            .parser
+            .screen_mut()
+            .set_size(NonZeroU16::MIN, NonZeroU16::MIN);
+        state.resting = Some(Resting { redraw, cols, rows });
+        true
+    }
+
+    /// Whether the screen rests (see [`Terminal::rest`]).
+    pub fn is_resting(&self) -> bool {
+        self.state.borrow().resting.is_some()
     }
 
     /// Interprets a chunk of PTY output.
@@ -323,6 +379,8 @@ impl Terminal {
             input = &joined;
         }
         let state = self.state.get_mut();
+        state.wake();
+        state.settled = ends_between_sequences(input);
         while let Some((at, pattern, special)) = find_special(input) {
             state.process(&input[..at]);
             state.end_run();
@@ -370,17 +428,17 @@ impl Terminal {
 
     /// True while a full-screen program shows the alternate screen.
     pub fn alternate_screen(&self) -> bool {
-        self.state.borrow().alternate_screen()
+        self.awake().alternate_screen()
     }
 
     /// True when the program enabled bracketed paste.
     pub fn bracketed_paste(&self) -> bool {
-        self.state.borrow().parser.screen().bracketed_paste()
+        self.awake().parser.screen().bracketed_paste()
     }
 
     /// Columns and rows.
     pub fn size(&self) -> (u16, u16) {
-        self.state.borrow().size()
+        self.awake().size()
     }
 
     /// The visible screen as lines (wrapped rows kept as separate rows), trailing blank rows
@@ -407,7 +465,7 @@ impl Terminal {
     /// Number of the newest line: history plus the main screen up to its last non-blank row.
     /// Cheap: counts rows without building strings, and a run need not be given to the emulator.
     pub fn total_lines(&self) -> u64 {
-        self.state.borrow().total_lines()
+        self.awake().total_lines()
     }
 
     /// Lines `from..=to` (clamped to what is retained), oldest first.
@@ -418,6 +476,7 @@ impl Terminal {
     /// Resizes the screen.
     pub fn resize(&mut self, cols: u16, rows: u16) {
         let state = self.state.get_mut();
+        state.wake();
         state.end_run();
         state
             .parser
@@ -432,6 +491,15 @@ impl Terminal {
 }
 
 impl State {
+    /// Restores a resting screen: back to its size, redrawn by its own rendering.
+    fn wake(&mut self) {
+        if let Some(rest) = self.resting.take() {
+            let screen = self.parser.screen_mut();
+            screen.set_size(nonzero(rest.rows), nonzero(rest.cols));
+            self.parser.process(&rest.redraw);
+        }
+    }
+
     fn alternate_screen(&self) -> bool {
         self.parser.screen().alternate_screen()
     }
@@ -810,14 +878,7 @@ impl State {
         let index = |n: u64| (n.max(first_screen_line) - base - 1) as usize + skip;
         let (first, last) = (index(from), index(to));
         match &self.main_snapshot {
-            Some(snapshot) => out.extend(
-                snapshot
-                    .lines
-                    .iter()
-                    .take(last + 1)
-                    .skip(first)
-                    .cloned(),
-            ),
+            Some(snapshot) => out.extend(snapshot.lines.iter().take(last + 1).skip(first).cloned()),
             None => out.extend(self.screen_lines_range(first, last)),
         }
         out
@@ -1057,6 +1118,52 @@ fn cursor_position(screen: &vt100::Screen, rec: &Recorder) -> Position {
     }
 }
 
+/// Whether `bytes` end between escape sequences and UTF-8 characters, where the emulator's
+/// parser holds nothing of them. Conservative: `false` when unsure.
+fn ends_between_sequences(bytes: &[u8]) -> bool {
+    const SCAN: usize = 512;
+    let tail = &bytes[bytes.len().saturating_sub(SCAN)..];
+    let after_escape = match tail.iter().rposition(|b| *b == 0x1b) {
+        None if bytes.len() > SCAN => return false, // an escape may have started earlier
+        None => tail,
+        Some(esc) => {
+            let seq = &tail[esc + 1..];
+            let end = match seq.first() {
+                None => return false,
+                // CSI: parameters and intermediates, then a final byte.
+                Some(b'[') => seq[1..]
+                    .iter()
+                    .position(|b| (0x40..=0x7e).contains(b))
+                    .map(|p| p + 2),
+                // OSC and other strings: BEL ends them (ESC \ would be the last escape).
+                Some(b']' | b'P' | b'_' | b'^' | b'X') => {
+                    seq.iter().position(|b| *b == 0x07).map(|p| p + 1)
+                }
+                // Intermediates, then a final byte.
+                Some(_) => seq
+                    .iter()
+                    .position(|b| !(0x20..=0x2f).contains(b))
+                    .map(|p| p + 1),
+            };
+            match end {
+                Some(end) => &seq[end..],
+                None => return false,
+            }
+        }
+    };
+    // A character split at the end leaves its first bytes in the parser.
+    let Some(lead) = after_escape.iter().rposition(|b| b & 0xc0 != 0x80) else {
+        return after_escape.is_empty();
+    };
+    let needed = match after_escape[lead] {
+        0x00..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
+    };
+    after_escape.len() - lead >= needed
+}
+
 fn nonzero(n: u16) -> NonZeroU16 {
     NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN)
 }
@@ -1133,6 +1240,82 @@ mod tests {
     }
 
     #[test]
+    fn sequence_ends_are_recognised() {
+        for (bytes, clean) in [
+            (&b"plain text"[..], true),
+            (b"$ \x1b]133;B\x07", true),
+            (b"\x1b[31mred\x1b[0m", true),
+            (b"\x1b[31", false),
+            (b"\x1b", false),
+            (b"\x1b]0;title", false),
+            (b"\x1b]0;title\x1b\\", true),
+            (b"\x1b(B", true),
+            (b"\x1b(", false),
+            ("日本".as_bytes(), true),
+            (&"日本".as_bytes()[..5], false),
+            (b"ok\xf0\x9f", false),
+        ] {
+            assert_eq!(ends_between_sequences(bytes), clean, "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn a_rested_screen_wakes_as_it_was() {
+        // Pieces of output; after each, one terminal rests (when it may) and another does not:
+        // every read and everything fed after must agree.
+        let pieces: &[&[u8]] = &[
+            b"\x1b]133;A\x07user@host:~$ \x1b]133;B\x07",
+            b"ls --color\r\n\x1b]133;C\x07",
+            b"\x1b[01;34mdir\x1b[0m  file\r\n",
+            "日本語のテキスト 👍\r\n".as_bytes(),
+            b"\x1b[1;33;44mbold colours\x1b[0m and \x1b[7minverse\x1b[27m\r\n",
+            &[b'w'; 95],
+            b"\r\n\x1b]133;D;0\x07\x1b]133;A\x07$ \x1b]133;B\x07",
+            b"\x1b[?2004h\x1b[?1h",
+            b"partial line, cursor mid-row",
+            b"\x1b[3;5Hmoved\x1b[K",
+            b"\x1b[?25l",
+            b"\x1b[31",
+            b"m still red after a split sequence\r\n",
+            &"é".as_bytes()[..1],
+            &"é".as_bytes()[1..],
+            b"\r\nend\x1b[?25h",
+        ];
+        let mut resting = term();
+        let mut plain = term();
+        let mut rested = 0;
+        let agree = |resting: &Terminal, plain: &Terminal, when: &str| {
+            assert_eq!(resting.total_lines(), plain.total_lines(), "{when}");
+            assert_eq!(all_lines(resting), all_lines(plain), "{when}");
+            assert_eq!(resting.cursor(), plain.cursor(), "{when}");
+            assert_eq!(resting.visible_screen(), plain.visible_screen(), "{when}");
+            assert_eq!(resting.bracketed_paste(), plain.bracketed_paste(), "{when}");
+            let (a, b) = (resting.state.borrow(), plain.state.borrow());
+            assert_eq!(
+                a.parser.screen().state_formatted(),
+                b.parser.screen().state_formatted(),
+                "{when}: formatted screen and input modes"
+            );
+        };
+        for (i, piece) in pieces.iter().enumerate() {
+            // Fed while resting (from the second piece on), then read.
+            resting.feed(piece);
+            plain.feed(piece);
+            agree(&resting, &plain, &format!("piece {i} fed"));
+            if resting.rest() {
+                rested += 1;
+                assert!(resting.is_resting());
+                if i % 3 == 0 {
+                    // Woken by a read, then back to rest for the next piece.
+                    agree(&resting, &plain, &format!("piece {i} read"));
+                    assert!(resting.rest());
+                }
+            }
+        }
+        assert!(rested >= 10, "rested after {rested} pieces");
+    }
+
+    #[test]
     fn every_range_reads_what_the_whole_screen_holds() {
         // Wrapped lines (one continuing from history), wide characters across a row end, a
         // row of coloured blanks and blank rows between lines: any sub-range reads the same
@@ -1150,8 +1333,8 @@ mod tests {
             let state = t.synced();
             let every = state.screen_lines();
             assert_eq!(state.screen_lines_range(0, every.len() + 3), every);
-            for i in 0..every.len() {
-                assert_eq!(state.screen_lines_range(i, i), [every[i].clone()], "line {i}");
+            for (i, line) in every.iter().enumerate() {
+                assert_eq!(state.screen_lines_range(i, i), [line.clone()], "line {i}");
             }
         }
         for from in 1..=total {

@@ -115,6 +115,15 @@ extern "C" fn run_as_helper() {
     helper_main(argv)
 }
 
+/// `main` of the dedicated helper executable (`ptyd-session-helper`, installed beside `ptyd`):
+/// the same helper, in a binary that links nothing else, so each session's helper maps a few
+/// pages instead of the daemon's whole image (see README, Performance).
+pub fn helper_executable_main() -> ! {
+    run_as_helper();
+    eprintln!("{ARG0} is started by `ptyd serve` for each terminal session; it is not run by hand");
+    std::process::exit(2)
+}
+
 /// Write end of the SIGCHLD self-pipe.
 static WAKE: AtomicI32 = AtomicI32::new(-1);
 /// The status pipe to the daemon (it arrives as stdout and is moved here).

@@ -19,12 +19,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
 
-/// PTY read buffer: a master read rarely returns more than a few KiB, and every idle session
-/// keeps one, so 16 KiB balances syscalls under a flood against memory per session.
+/// PTY read buffer: a master read rarely returns more than a few KiB.
 const READ_BUF: usize = 16 * 1024;
+
+thread_local! {
+    /// The read buffer of every session on this thread: an actor uses what it read before it
+    /// awaits anything else, so one buffer serves them all and an idle session holds none.
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; READ_BUF]);
+}
 /// Output an actor takes in before it lets other tasks run (about 0.2 ms of emulation): under
 /// a flood the PTY is always readable, and tokio's own budget would allow 128 reads.
 const YIELD_AFTER_BYTES: usize = 64 * 1024;
+/// Idle time after which a session's screen rests, its emulator grid freed until the next
+/// output or read (most of an idle session's memory; see `Terminal::rest`).
+const REST_AFTER: Duration = Duration::from_secs(1);
 /// Delays between stdin probes while a send waits, restarted by every output chunk and write.
 /// There is no kernel event for "a reader blocked", so detection latency is the probe step:
 /// quick at first (most programs block at once), then backing off so a long wait costs nothing.
@@ -125,6 +133,9 @@ pub(super) struct Actor {
     ready: bool,
     startup_deadline: Instant,
     last_output: Instant,
+    /// When the idle terminal's screen may rest (see `Terminal::rest`); set by output and by
+    /// every command, cleared once it rests.
+    rest_due: Option<Instant>,
     /// The integrated shell is idle at its prompt (a D or A mark and no input since).
     shell_at_prompt: bool,
     /// The shell refused the last line and keeps it in its editor: clear it before new input.
@@ -182,6 +193,7 @@ impl Actor {
             ready_waiters: Vec::new(),
             ready: false,
             last_output: now,
+            rest_due: None,
             shell_at_prompt: false,
             line_kept: false,
             prompt_seen: false,
@@ -202,7 +214,6 @@ impl Actor {
     }
 
     pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>, stop: Arc<Notify>) {
-        let mut buf = vec![0u8; READ_BUF];
         let mut unyielded = 0usize;
         loop {
             let deadline = self.next_deadline();
@@ -221,10 +232,10 @@ impl Actor {
                 &self.outbox[self.outbox_pos..]
             };
             tokio::select! {
-                read = self.pty.read(&mut buf), if !self.eof => match read {
+                read = self.pty.read_shared(&READ_BUFFER), if !self.eof => match read {
                     Ok(0) | Err(_) => self.eof = true,
                     Ok(n) => {
-                        self.on_output(&buf[..n]);
+                        READ_BUFFER.with_borrow(|buf| self.on_output(&buf[..n]));
                         unyielded += n;
                     }
                 },
@@ -260,6 +271,7 @@ impl Actor {
             }
         }
         self.shutdown().await;
+        crate::memory::trim_soon();
     }
 
     fn next_deadline(&self) -> Option<Instant> {
@@ -280,7 +292,8 @@ impl Actor {
         let prompt_gate = self
             .prompt_gate()
             .filter(|_| self.outbox_pos < self.outbox.len());
-        [startup, send, probe, self.publish_due, prompt_gate]
+        let rest = self.rest_due.filter(|_| self.active.is_none());
+        [startup, send, probe, self.publish_due, prompt_gate, rest]
             .into_iter()
             .flatten()
             .min()
@@ -327,6 +340,7 @@ impl Actor {
     fn on_output(&mut self, bytes: &[u8]) {
         let now = Instant::now();
         self.last_output = now;
+        self.rest_due = Some(now + REST_AFTER);
         if let Some(a) = self.active.as_mut() {
             a.last_activity = now;
             a.stdin_blocked = false;
@@ -500,6 +514,12 @@ impl Actor {
 
     fn on_timer(&mut self) {
         let now = Instant::now();
+        if self.active.is_none() && self.rest_due.is_some_and(|at| now >= at) {
+            self.rest_due = None;
+            if self.terminal.rest() {
+                crate::memory::trim_soon();
+            }
+        }
         if self.publish_due.is_some_and(|at| now >= at) {
             self.publish();
         }
@@ -575,6 +595,7 @@ impl Actor {
     }
 
     fn on_command(&mut self, cmd: Command) {
+        self.rest_due = Some(Instant::now() + REST_AFTER);
         match cmd {
             Command::Ready(reply) => {
                 if self.ready {
