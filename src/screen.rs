@@ -1334,7 +1334,11 @@ mod tests {
             let every = state.screen_lines();
             assert_eq!(state.screen_lines_range(0, every.len() + 3), every);
             for (i, line) in every.iter().enumerate() {
-                assert_eq!(state.screen_lines_range(i, i), [line.clone()], "line {i}");
+                assert_eq!(
+                    state.screen_lines_range(i, i),
+                    std::slice::from_ref(line),
+                    "line {i}"
+                );
             }
         }
         for from in 1..=total {
