@@ -1,6 +1,7 @@
 //! Arbitrary bytes through the terminal emulator and its line history, then arbitrary caps
 //! through the renderer: nothing may panic, and every rendering must respect its cap and stay
-//! on character boundaries.
+//! on character boundaries. A second terminal rests after every piece (when it may) and must
+//! read exactly like the first.
 //!
 //! Input layout: 8 header bytes choose the terminal size, the history bounds, the feed's chunk
 //! size, when to resize, and the cap; the rest is the byte stream the program "wrote".
@@ -24,15 +25,23 @@ fuzz_target!(|data: &[u8]| {
     let resize_every = usize::from(header[7]);
 
     let mut term = Terminal::new(cols, rows, max_lines, max_bytes);
+    let mut resting = Terminal::new(cols, rows, max_lines, max_bytes);
     for (i, piece) in stream.chunks(chunk).enumerate() {
-        term.feed(piece);
-        if resize_every > 0 && i % resize_every == resize_every - 1 {
-            let (c, r) = term.size();
-            term.resize(20 + (c + 7) % 200, 5 + (r + 3) % 60);
+        for t in [&mut term, &mut resting] {
+            t.feed(piece);
+            if resize_every > 0 && i % resize_every == resize_every - 1 {
+                let (c, r) = t.size();
+                t.resize(20 + (c + 7) % 200, 5 + (r + 3) % 60);
+            }
         }
-        let _ = term.take_marks();
-        let _ = term.take_replies();
+        assert_eq!(term.take_marks(), resting.take_marks(), "marks after piece {i}");
+        assert_eq!(term.take_replies(), resting.take_replies(), "replies after piece {i}");
+        assert_eq!(term.total_lines(), resting.total_lines(), "lines after piece {i}");
+        resting.rest();
     }
+    assert_eq!(term.cursor(), resting.cursor(), "cursor");
+    assert_eq!(term.lines(1, u64::MAX), resting.lines(1, u64::MAX), "lines");
+    assert_eq!(term.visible_screen(), resting.visible_screen(), "screen");
 
     let total = term.total_lines();
     let first = term.first_line();
