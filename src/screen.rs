@@ -256,6 +256,10 @@ pub struct Terminal {
     state: RefCell<State>,
     /// Tail of the previous chunk that may be the start of a special sequence.
     carry: Vec<u8>,
+    /// The newest output (at most `RECENT` bytes): whether the parser is between sequences.
+    recent: Vec<u8>,
+    /// Older output was dropped from `recent`.
+    recent_cut: bool,
 }
 
 struct State {
@@ -272,9 +276,6 @@ struct State {
     /// a complete special sequence). A run starts only then, so its first bytes cannot be the
     /// end of an escape sequence.
     ground: bool,
-    /// The last output ended between sequences and characters (`ends_between_sequences`):
-    /// the screen may rest.
-    settled: bool,
     /// While the terminal rests: the bytes that redraw its screen, with the size to restore.
     resting: Option<Resting>,
 }
@@ -318,10 +319,11 @@ impl Terminal {
                 unusual_modes: false,
                 fast_path: true,
                 ground: true,
-                settled: true,
                 resting: None,
             }),
             carry: Vec::new(),
+            recent: Vec::new(),
+            recent_cut: false,
         }
     }
 
@@ -352,7 +354,7 @@ impl Terminal {
             || state.run.active
             || state.main_snapshot.is_some()
             || state.unusual_modes
-            || !state.settled
+            || !ends_between_sequences(&self.recent, !self.recent_cut)
             || state.alternate_screen()
         {
             return false;
@@ -375,6 +377,16 @@ impl Terminal {
         true
     }
 
+    /// Keeps the newest `RECENT` bytes of output.
+    fn remember(&mut self, bytes: &[u8]) {
+        let keep = RECENT.saturating_sub(bytes.len()).min(self.recent.len());
+        let drop = self.recent.len() - keep;
+        self.recent_cut |= drop > 0 || bytes.len() > RECENT;
+        self.recent.drain(..drop);
+        self.recent
+            .extend_from_slice(&bytes[bytes.len().saturating_sub(RECENT)..]);
+    }
+
     /// Whether the screen rests (see [`Terminal::rest`]).
     pub fn is_resting(&self) -> bool {
         self.state.borrow().resting.is_some()
@@ -382,6 +394,7 @@ impl Terminal {
 
     /// Interprets a chunk of PTY output.
     pub fn feed(&mut self, bytes: &[u8]) {
+        self.remember(bytes);
         let joined;
         let mut input: &[u8] = bytes;
         if !self.carry.is_empty() {
@@ -392,7 +405,6 @@ impl Terminal {
         }
         let state = self.state.get_mut();
         state.wake();
-        state.settled = ends_between_sequences(input);
         while let Some((at, pattern, special)) = find_special(input) {
             state.process(&input[..at]);
             state.end_run();
@@ -1146,50 +1158,45 @@ fn cursor_position(screen: &vt100::Screen, rec: &Recorder) -> Position {
     }
 }
 
-/// Whether `bytes` end between escape sequences and UTF-8 characters, where the emulator's
-/// parser holds nothing of them. Conservative: `false` when unsure.
-fn ends_between_sequences(bytes: &[u8]) -> bool {
-    const SCAN: usize = 512;
-    let tail = &bytes[bytes.len().saturating_sub(SCAN)..];
-    let after_escape = match tail.iter().rposition(|b| *b == 0x1b) {
-        None if bytes.len() > SCAN => return false, // an escape may have started earlier
-        None => tail,
-        Some(esc) => {
-            let seq = &tail[esc + 1..];
-            let end = match seq.first() {
-                None => return false,
-                // CSI: parameters and intermediates, then a final byte.
-                Some(b'[') => seq[1..]
-                    .iter()
-                    .position(|b| (0x40..=0x7e).contains(b))
-                    .map(|p| p + 2),
-                // OSC and other strings: BEL ends them (ESC \ would be the last escape).
-                Some(b']' | b'P' | b'_' | b'^' | b'X') => {
-                    seq.iter().position(|b| *b == 0x07).map(|p| p + 1)
-                }
-                // Intermediates, then a final byte.
-                Some(_) => seq
-                    .iter()
-                    .position(|b| !(0x20..=0x2f).contains(b))
-                    .map(|p| p + 1),
-            };
-            match end {
-                Some(end) => &seq[end..],
-                None => return false,
-            }
+/// How much of the newest output `ends_between_sequences` looks at.
+const RECENT: usize = 512;
+
+/// Whether the output whose newest bytes are `recent` ends between escape sequences and UTF-8
+/// characters, where the emulator's parser holds nothing of them; `whole` when `recent` is
+/// all the output there was. Conservative: `false` when unsure (a sequence that may have begun
+/// before `recent`, stray bytes inside a sequence, invalid UTF-8 or C1 controls after it).
+fn ends_between_sequences(recent: &[u8], whole: bool) -> bool {
+    let text = match recent.iter().rposition(|b| *b == 0x1b) {
+        None if !whole => return false,
+        None => recent,
+        Some(esc) => match sequence_len(&recent[esc + 1..]) {
+            Some(len) => &recent[esc + 1 + len..],
+            None => return false,
+        },
+    };
+    std::str::from_utf8(text).is_ok_and(|t| !t.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)))
+}
+
+/// Length of the complete escape sequence that `seq` (what follows an ESC) starts with, if it
+/// is complete and made only of the bytes such a sequence may hold.
+fn sequence_len(seq: &[u8]) -> Option<usize> {
+    match *seq.first()? {
+        // CSI: parameter and intermediate bytes, then a final byte.
+        b'[' => {
+            let end = seq[1..].iter().position(|b| !(0x20..=0x3f).contains(b))? + 1;
+            (0x40..=0x7e).contains(&seq[end]).then_some(end + 1)
         }
-    };
-    // A character split at the end leaves its first bytes in the parser.
-    let Some(lead) = after_escape.iter().rposition(|b| b & 0xc0 != 0x80) else {
-        return after_escape.is_empty();
-    };
-    let needed = match after_escape[lead] {
-        0x00..=0x7f => 1,
-        0xc0..=0xdf => 2,
-        0xe0..=0xef => 3,
-        _ => 4,
-    };
-    after_escape.len() - lead >= needed
+        // OSC and the other strings, ended by BEL (ESC \ would be the newest escape).
+        b']' | b'P' | b'_' | b'^' | b'X' => {
+            let end = seq.iter().position(|b| *b < 0x20)?;
+            (seq[end] == 0x07).then_some(end + 1)
+        }
+        // Intermediate bytes, then a final byte.
+        _ => {
+            let end = seq.iter().position(|b| !(0x20..=0x2f).contains(b))?;
+            (0x30..=0x7e).contains(&seq[end]).then_some(end + 1)
+        }
+    }
 }
 
 fn nonzero(n: u16) -> NonZeroU16 {
@@ -1282,8 +1289,13 @@ mod tests {
             ("日本".as_bytes(), true),
             (&"日本".as_bytes()[..5], false),
             (b"ok\xf0\x9f", false),
+            (b"\x1b\xff\xff=", false),
+            (b"stray \xff byte", false),
+            ("C1 \u{9b}".as_bytes(), false),
+            (b"\x1b[3\x18m", false),
         ] {
-            assert_eq!(ends_between_sequences(bytes), clean, "{bytes:?}");
+            assert_eq!(ends_between_sequences(bytes, true), clean, "{bytes:?}");
+            assert!(!ends_between_sequences(bytes, false) || bytes.contains(&0x1b));
         }
     }
 
@@ -1308,6 +1320,13 @@ mod tests {
             &"é".as_bytes()[..1],
             &"é".as_bytes()[1..],
             b"\r\nend\x1b[?25h",
+            // Found by fuzzing: an escape sequence split over pieces, with bytes it ignores.
+            b"\xff\x03",
+            b"\x1b",
+            b"\xff",
+            b"\xff",
+            b"=",
+            b"after\r\n",
         ];
         let mut resting = term();
         let mut plain = term();
