@@ -30,6 +30,11 @@ thread_local! {
 /// Output an actor takes in before it lets other tasks run (about 0.2 ms of emulation): under
 /// a flood the PTY is always readable, and tokio's own budget would allow 128 reads.
 const YIELD_AFTER_BYTES: usize = 64 * 1024;
+/// How long after writing a send's input the actor polls the terminal for output instead of
+/// sleeping until the kernel wakes it. Most commands an agent runs answer within this; waking a
+/// thread from idle (on a virtual machine, an idle vCPU) costs tens of microseconds on top. The
+/// polling yields to every other task between reads, and ends when the send settles.
+const SPIN: Duration = Duration::from_micros(250);
 /// Idle time after which a session's screen rests, its emulator grid freed until the next
 /// output or read (most of an idle session's memory; see `Terminal::rest`).
 const REST_AFTER: Duration = Duration::from_secs(1);
@@ -136,6 +141,8 @@ pub(super) struct Actor {
     /// When the idle terminal's screen may rest (see `Terminal::rest`); set by output and by
     /// every command, cleared once it rests.
     rest_due: Option<Instant>,
+    /// Until when the actor polls for the answer to input it just wrote (see `SPIN`).
+    spin_until: Option<Instant>,
     /// The integrated shell is idle at its prompt (a D or A mark and no input since).
     shell_at_prompt: bool,
     /// The shell refused the last line and keeps it in its editor: clear it before new input.
@@ -194,6 +201,7 @@ impl Actor {
             ready: false,
             last_output: now,
             rest_due: None,
+            spin_until: None,
             shell_at_prompt: false,
             line_kept: false,
             prompt_seen: false,
@@ -261,6 +269,7 @@ impl Actor {
                     self.publish();
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => self.on_timer(),
+                _ = tokio::task::yield_now(), if self.spinning() => self.read_now(),
                 _ = stop.notified() => break,
             }
             self.evaluate();
@@ -330,6 +339,25 @@ impl Actor {
         self.active.as_ref().is_some_and(|a| {
             !a.stdin_blocked && self.outbox_pos >= self.outbox.len() && a.command_end.is_none()
         }) && self.exit.is_none()
+    }
+
+    /// Polls for output while a send that just wrote its input waits for the answer.
+    fn spinning(&self) -> bool {
+        self.spin_until.is_some_and(|until| Instant::now() < until)
+            && self
+                .active
+                .as_ref()
+                .is_some_and(|a| a.command_end.is_none() && !a.stdin_blocked)
+    }
+
+    /// Takes whatever output is there, without waiting.
+    fn read_now(&mut self) {
+        let read = READ_BUFFER.with_borrow_mut(|buf| self.pty.try_read(buf));
+        if let Ok(Some(n)) = read
+            && n > 0
+        {
+            READ_BUFFER.with_borrow(|buf| self.on_output(&buf[..n]));
+        }
     }
 
     fn rearm_probe(&mut self) {
@@ -480,6 +508,7 @@ impl Actor {
                 self.rearm_probe();
                 if self.outbox_pos >= self.outbox.len() {
                     self.clear_outbox();
+                    self.spin_until = Some(Instant::now() + SPIN);
                 }
             }
             Err(e) => {
