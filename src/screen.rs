@@ -361,13 +361,26 @@ impl Terminal {
         }
         let (cols, rows) = state.size();
         let screen = state.parser.screen();
+        let contents = screen.state_formatted();
+        if contents.contains("\x1b7") {
+            return false; // its own cursor save would replace the program's
+        }
+        let (total_lines, cursor) = (state.total_lines(), state.cursor());
+        let bracketed_paste = screen.bracketed_paste();
+        // What the program saved with DECSC (position and colours), read by restoring it: the
+        // screen is redrawn from `contents` anyway. The redraw saves it again first.
+        state.parser.process(b"\x1b8");
+        let screen = state.parser.screen();
+        let (row, col) = screen.cursor_position();
+        let mut redraw = format!("\x1b[{};{}H\x1b[{}m\x1b7", row + 1, col + 1, sgr(screen));
+        redraw.push_str(&contents);
         let resting = Resting {
-            redraw: screen.state_formatted().into_bytes(),
+            redraw: redraw.into_bytes(),
             cols,
             rows,
-            total_lines: state.total_lines(),
-            cursor: state.cursor(),
-            bracketed_paste: screen.bracketed_paste(),
+            total_lines,
+            cursor,
+            bracketed_paste,
         };
         state
             .parser
@@ -1158,6 +1171,34 @@ fn cursor_position(screen: &vt100::Screen, rec: &Recorder) -> Position {
     }
 }
 
+/// SGR parameters that set `screen`'s current colours and text modes from a reset.
+fn sgr(screen: &vt100::Screen) -> String {
+    fn colour(out: &mut String, c: vt100::Color, base: u8, bright: u8, extended: u8) {
+        match c {
+            vt100::Color::Default => {}
+            vt100::Color::Idx(n) if n < 8 => out.push_str(&format!(";{}", base + n)),
+            vt100::Color::Idx(n) if n < 16 => out.push_str(&format!(";{}", bright + n - 8)),
+            vt100::Color::Idx(n) => out.push_str(&format!(";{extended};5;{n}")),
+            vt100::Color::Rgb(r, g, b) => out.push_str(&format!(";{extended};2;{r};{g};{b}")),
+        }
+    }
+    let mut out = String::from("0");
+    for (on, code) in [
+        (screen.bold(), ";1"),
+        (screen.dim(), ";2"),
+        (screen.italic(), ";3"),
+        (screen.underline(), ";4"),
+        (screen.inverse(), ";7"),
+    ] {
+        if on {
+            out.push_str(code);
+        }
+    }
+    colour(&mut out, screen.fgcolor(), 30, 90, 38);
+    colour(&mut out, screen.bgcolor(), 40, 100, 48);
+    out
+}
+
 /// How much of the newest output `ends_between_sequences` looks at.
 const RECENT: usize = 512;
 
@@ -1327,6 +1368,10 @@ mod tests {
             b"\xff",
             b"=",
             b"after\r\n",
+            // A cursor restored across a rest: never saved, then saved with colours.
+            b"\x1b8here",
+            b"\x1b[5;7H\x1b[1;32;44m\x1b7\x1b[m\x1b[10;1Hbelow",
+            b"\x1b8restored in colour\x1b[m\r\n",
         ];
         let mut resting = term();
         let mut plain = term();
