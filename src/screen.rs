@@ -67,6 +67,8 @@ struct Recorder {
     /// Answers to terminal queries (cursor position, device attributes, colours) that the
     /// session must write back: programs such as vim wait for them.
     replies: Vec<u8>,
+    /// A resting screen is being restored: rows it scrolls are not output.
+    waking: bool,
 }
 
 impl Recorder {
@@ -112,7 +114,7 @@ impl Recorder {
 
 impl vt100::Callbacks for Recorder {
     fn on_scroll(&mut self, row: RowContents<'_>, alternate_screen: bool) {
-        if !alternate_screen {
+        if !alternate_screen && !self.waking {
             self.record_row(row);
         }
     }
@@ -305,6 +307,7 @@ impl Terminal {
             plain_buf: String::new(),
             tail_sealed: false,
             replies: Vec::new(),
+            waking: false,
         };
         Terminal {
             state: RefCell::new(State {
@@ -382,6 +385,9 @@ impl Terminal {
             cursor,
             bracketed_paste,
         };
+        // From the top row, shrinking scrolls nothing: vt100's count of rows scrolled off (which
+        // decides where the cursor lands when the screen grows) stays as it was.
+        state.parser.process(b"\x1b[H");
         state
             .parser
             .screen_mut()
@@ -549,6 +555,15 @@ impl State {
         if let Some(rest) = self.resting.take() {
             let screen = self.parser.screen_mut();
             screen.set_size(nonzero(rest.rows), nonzero(rest.cols));
+            // Growing pulled that many rows back from the count of rows scrolled off (the
+            // cursor moved down with them): scroll them off again, as no output.
+            let (pulled, _) = self.parser.screen().cursor_position();
+            if pulled > 0 {
+                self.parser.callbacks_mut().waking = true;
+                let scroll = format!("\x1b[{};1H{}", rest.rows, "\n".repeat(pulled.into()));
+                self.parser.process(scroll.as_bytes());
+                self.parser.callbacks_mut().waking = false;
+            }
             self.parser.process(&rest.redraw);
         }
     }
@@ -1412,6 +1427,30 @@ mod tests {
             }
         }
         assert!(rested >= 10, "rested after {rested} pieces");
+    }
+
+    #[test]
+    fn a_rested_screen_resizes_like_an_awake_one() {
+        // Found by fuzzing: growing the screen pulls rows back from vt100's count of rows
+        // scrolled off, which resting must leave as it was.
+        let mut resting = Terminal::new(82, 5, 1, 1 << 16);
+        let mut plain = Terminal::new(82, 5, 1, 1 << 16);
+        for (i, byte) in b"\n\n\n\n\n\n\n\x08\n\n\n\n\n\n\xf1\n\n\n"
+            .iter()
+            .enumerate()
+        {
+            for t in [&mut resting, &mut plain] {
+                t.feed(&[*byte]);
+                if i % 10 == 9 {
+                    let (c, r) = t.size();
+                    t.resize(c + 27, r + 8);
+                }
+            }
+            assert_eq!(resting.total_lines(), plain.total_lines(), "after byte {i}");
+            assert_eq!(resting.cursor(), plain.cursor(), "after byte {i}");
+            resting.rest();
+        }
+        assert_eq!(all_lines(&resting), all_lines(&plain));
     }
 
     #[test]
