@@ -1242,11 +1242,13 @@ fn sequence_len(seq: &[u8]) -> Option<usize> {
             let end = seq[1..].iter().position(|b| !(0x20..=0x3f).contains(b))? + 1;
             (0x40..=0x7e).contains(&seq[end]).then_some(end + 1)
         }
-        // OSC and the other strings, ended by BEL (ESC \ would be the newest escape).
-        b']' | b'P' | b'_' | b'^' | b'X' => {
+        // OSC, ended by BEL (ESC \ would be the newest escape).
+        b']' => {
             let end = seq.iter().position(|b| *b < 0x20)?;
             (seq[end] == 0x07).then_some(end + 1)
         }
+        // DCS, SOS, PM and APC strings end only with ESC \, which would be the newest escape.
+        b'P' | b'_' | b'^' | b'X' => None,
         // Intermediate bytes, then a final byte.
         _ => {
             let end = seq.iter().position(|b| !(0x20..=0x2f).contains(b))?;
@@ -1349,6 +1351,9 @@ mod tests {
             (b"stray \xff byte", false),
             ("C1 \u{9b}".as_bytes(), false),
             (b"\x1b[3\x18m", false),
+            (b"\x1b_apc string\x07", false),
+            (b"\x1bPq dcs\x07", false),
+            (b"\x1b_apc\x1b\\", true),
         ] {
             assert_eq!(ends_between_sequences(bytes, true), clean, "{bytes:?}");
             assert!(!ends_between_sequences(bytes, false) || bytes.contains(&0x1b));
