@@ -1423,6 +1423,14 @@ fn case_memory(rows: &mut Vec<Row>) {
         t
     });
     drop(idle);
+    // The same once it rests (an idle session's screen after a second without output).
+    let (resting_heap, resting) = heap_of(|| {
+        let mut t = Terminal::new(COLS, ROWS, 100_000, 16 << 20);
+        t.feed(b"\x1b]133;D;0\x07\x1b]133;A\x07user@host:~$ \x1b]133;B\x07");
+        assert!(t.rest(), "an idle prompt rests");
+        t
+    });
+    drop(resting);
     rows.push(Row {
         case: "history memory: 100k x 60-char lines".into(),
         ptyd: format!("{:.2} MB", term_heap as f64 / 1e6),
@@ -1445,10 +1453,12 @@ fn case_memory(rows: &mut Vec<Row>) {
         &format!("info: heap of one idle terminal model ({COLS}x{ROWS})"),
         format!("{:.1} KiB", idle_heap as f64 / 1024.0),
         format!(
-            "Watch channel (1024 chunks) {:.1} KiB",
+            "resting {:.1} KiB; Watch channel (1024 chunks, made on first Watch) {:.1} KiB",
+            resting_heap as f64 / 1024.0,
             watch_heap as f64 / 1024.0
         ),
-        json!({"idle_terminal_heap_bytes": idle_heap, "watch_channel_heap_bytes": watch_heap}),
+        json!({"idle_terminal_heap_bytes": idle_heap, "resting_terminal_heap_bytes": resting_heap,
+               "watch_channel_heap_bytes": watch_heap}),
     ));
 }
 
