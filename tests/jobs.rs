@@ -14,8 +14,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use ptyd::pb::{
-    JobKillRequest, JobOutputRequest, JobOutputResponse, JobStatus, SendRequest, WaitReason,
-    WatchRequest, send_event, send_response,
+    JobKillRequest, JobKillResponse, JobOutputRequest, JobOutputResponse, JobStatus, SendRequest,
+    WaitReason, WatchRequest, send_event, send_response,
 };
 use support::*;
 use tonic::{Code, Status};
@@ -41,6 +41,16 @@ async fn start_job(c: &mut Client, sid: &str, cmd: &str) -> (String, Duration) {
     };
     assert_eq!(resp.rendered, format!("started background job {job}"));
     (job, took)
+}
+
+async fn job_kill(c: &mut Client, job: &str) -> JobKillResponse {
+    c.job_kill(JobKillRequest {
+        agent_id: A.into(),
+        job_id: job.into(),
+    })
+    .await
+    .expect("JobKill")
+    .into_inner()
 }
 
 async fn job_output(c: &mut Client, job: &str, wait_ms: u32) -> JobOutputResponse {
@@ -171,14 +181,7 @@ async fn job_kill_interrupts_the_job_and_frees_the_session() {
         // command whenever it takes the terminal. Several rounds give the race its chances.
         for round in 0..5 {
             let (job, _) = start_job(c, &sid, "sleep 100").await;
-            let killed = c
-                .job_kill(JobKillRequest {
-                    agent_id: A.into(),
-                    job_id: job.clone(),
-                })
-                .await
-                .expect("JobKill")
-                .into_inner();
+            let killed = job_kill(c, &job).await;
             assert_eq!(killed.job_id, job);
             assert_eq!(
                 killed.status(),
@@ -195,14 +198,7 @@ async fn job_kill_interrupts_the_job_and_frees_the_session() {
                 format!("free-{round}")
             );
             // Killing a finished job changes nothing.
-            let again = c
-                .job_kill(JobKillRequest {
-                    agent_id: A.into(),
-                    job_id: job.clone(),
-                })
-                .await
-                .expect("JobKill of a finished job")
-                .into_inner();
+            let again = job_kill(c, &job).await;
             assert_eq!(again.status(), JobStatus::Killed);
         }
         d.stop().await;
@@ -221,14 +217,7 @@ async fn job_kill_kills_a_command_that_ignores_the_interrupt() {
             start_job(c, &sid, "bash -c 'trap \"\" INT; echo stubborn; sleep 100'").await;
         let first = job_output(c, &job, 10_000).await;
         assert!(first.output.contains("stubborn"), "{first:?}");
-        let killed = c
-            .job_kill(JobKillRequest {
-                agent_id: A.into(),
-                job_id: job.clone(),
-            })
-            .await
-            .expect("JobKill")
-            .into_inner();
+        let killed = job_kill(c, &job).await;
         assert_eq!(killed.status(), JobStatus::Killed, "{killed:?}");
         let r = job_output(c, &job, 0).await;
         assert_eq!(r.wait_reason(), WaitReason::Prompt, "{r:?}");
