@@ -450,6 +450,19 @@ async fn send_stream_refuses_background_and_busy_sessions() {
         let r = c.send(send_request(A, &sid, "echo other")).await;
         let s = expect_code(r, Code::FailedPrecondition, "a send while SendStream waits");
         assert!(s.message().contains(&sid), "{s:?}");
+        // The first output comes from `echo`: interrupt once `sleep` has the terminal (a SIGINT
+        // between the two reaches bash alone, and `sleep` would run its 30 s).
+        let probe = d.client();
+        wait_until(Duration::from_secs(10), "sleep in the foreground", || {
+            let (mut probe, sid) = (probe.clone(), sid.clone());
+            async move {
+                session_info(&mut probe, A, &sid)
+                    .await
+                    .is_some_and(|info| info.foreground == "sleep")
+            }
+        })
+        .await;
+        let c = &mut d.client;
         c.signal(signal_request(&sid, "SIGINT"))
             .await
             .expect("Signal");

@@ -680,6 +680,31 @@ async fn the_first_command_after_a_slow_bashrc_returns_its_own_result() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_that_waited_for_a_slow_prompt_is_judged_after_it() {
+    timed(async {
+        let mut d = start_daemon().await;
+        // A prompt hook that takes a while: a send returns at its command's end, so the next
+        // send's input waits for the prompt, whose marks arrive after that send began. They
+        // belong to the previous command: a reader found after the input is the input's.
+        let home = home_with(&[(".bashrc", "PROMPT_COMMAND='sleep 0.1'\n")]);
+        let c = &mut d.client;
+        let home_str = home.path().to_str().unwrap();
+        let sid = open_type(c, "bash", home.path(), &[("HOME", home_str)]).await;
+        for round in 0..3 {
+            expect_wait(c, sharp(&sid, "read x"), WaitReason::StdinRead).await;
+            let fr = expect_wait(c, sharp(&sid, &format!("abc{round}")), WaitReason::Prompt).await;
+            assert_eq!(fr.exit_code, Some(0), "{fr:?}");
+            expect_wait(c, sharp(&sid, "echo \"open"), WaitReason::StdinRead).await;
+            let fr = expect_wait(c, sharp(&sid, "closed\""), WaitReason::Prompt).await;
+            assert_eq!(lines(&fr.viewport), vec!["open", "closed"], "{fr:?}");
+        }
+        assert_eq!(run_ok(c, A, &sid, "echo $x").await, "abc2");
+        d.stop().await;
+    })
+    .await;
+}
+
 /// Multi-line input runs as one unit: one send, one prompt, the exit code of the last command.
 async fn multi_line_runs_as_one_unit(shell: &str) {
     if !shell_available(shell) {

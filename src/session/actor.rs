@@ -108,6 +108,15 @@ enum ActiveSink {
     Job(String),
 }
 
+/// Where a send's input goes, as it was when the send began.
+#[derive(Clone, Copy)]
+struct FirstWrite {
+    /// To an integrated shell's line editor at its prompt.
+    at_prompt: bool,
+    /// The shell kept a line it refused: clear it first.
+    clear_kept_line: bool,
+}
+
 /// A command that ended while no send was waiting for it; the next pure wait reports it.
 #[derive(Clone, Copy)]
 struct UnreportedEnd {
@@ -134,6 +143,8 @@ pub(super) struct Actor {
     switches_at_write: std::collections::HashMap<i32, u64>,
     /// The shell's schedule count, opened on first use (see `schedule_counts`).
     shell_counter: Option<waiting::probe::ScheduleCounter>,
+    /// A send's input is about to be written for the first time (see `before_first_write`).
+    first_write: Option<FirstWrite>,
     ready_waiters: Vec<oneshot::Sender<Ready>>,
     ready: bool,
     startup_deadline: Instant,
@@ -160,6 +171,8 @@ pub(super) struct Actor {
     /// finds the line editor ready (input typed earlier would be echoed twice) and the late
     /// prompt marks are not taken for the next command's.
     prompt_pending: Option<Instant>,
+    /// fish's prompt mark came; `prompt_pending` ends when its line editor is up.
+    editor_pending: bool,
     /// Where the previous send's viewport ended.
     last_seen: Position,
     /// When the state was last published, and when a skipped update is due.
@@ -197,6 +210,7 @@ impl Actor {
             replies: Vec::new(),
             switches_at_write: std::collections::HashMap::new(),
             shell_counter: None,
+            first_write: None,
             ready_waiters: Vec::new(),
             ready: false,
             last_output: now,
@@ -209,6 +223,7 @@ impl Actor {
             command_start: None,
             unreported: None,
             prompt_pending: None,
+            editor_pending: false,
             last_seen: Position::default(),
             next_probe: Some(now),
             last_publish: now,
@@ -234,6 +249,9 @@ impl Actor {
                 || (!self.input_gated()
                     && self.prompt_gate().is_none()
                     && self.outbox_pos < self.outbox.len());
+            if writing && !replying {
+                self.before_first_write();
+            }
             let pending: &[u8] = if replying {
                 &self.replies
             } else {
@@ -386,6 +404,10 @@ impl Actor {
         for event in self.terminal.take_marks() {
             self.on_mark(event.mark, event.at);
         }
+        if self.editor_pending && self.terminal.bracketed_paste() {
+            self.editor_pending = false;
+            self.prompt_pending = None;
+        }
         self.publish_output();
     }
 
@@ -439,6 +461,7 @@ impl Actor {
                 let exit_code = if had_command { code } else { None };
                 self.shell_at_prompt = true;
                 self.prompt_pending = Some(Instant::now());
+                self.editor_pending = false;
                 // An end mark settles a send only once its input is all written: one that
                 // arrives earlier belongs to what ran before (or to the first prompt).
                 let input_written = self.outbox_pos >= self.outbox.len();
@@ -454,9 +477,17 @@ impl Actor {
                 }
             }
             Mark::PromptStart | Mark::InputStart => {
-                self.prompt_pending = None;
+                if self.spec.integration == Integration::Fish && self.prompt_pending.is_some() {
+                    // fish sends its prompt mark from the `fish_prompt` event, before its line
+                    // editor has the terminal; the editor turns bracketed paste on once it has.
+                    self.editor_pending = true;
+                } else {
+                    self.prompt_pending = None;
+                }
                 self.prompt_seen = true;
-                if self.command_start.is_none() {
+                // With input still waiting to be written, this is the previous command's prompt
+                // (the input waited for it): once written, the shell is busy with the input.
+                if self.command_start.is_none() && self.outbox_pos >= self.outbox.len() {
                     self.shell_at_prompt = true;
                 }
                 if !self.ready {
@@ -725,11 +756,15 @@ impl Actor {
                 active.command_end = Some((None, self.last_seen));
             }
         } else {
-            self.outbox = self.input_bytes(&active.input);
+            let first_write = FirstWrite {
+                at_prompt: self.shell_at_prompt && self.spec.integration != Integration::None,
+                clear_kept_line: self.line_kept,
+            };
+            self.outbox = self.input_bytes(&active.input, first_write);
             active.input_len = self.outbox.len();
             self.line_kept = false;
             self.outbox_pos = 0;
-            self.switches_at_write = self.schedule_counts();
+            self.first_write = Some(first_write);
             self.shell_at_prompt = false;
             self.unreported = None;
         }
@@ -766,12 +801,32 @@ impl Actor {
         self.publish();
     }
 
+    /// Just before a send's first byte is written (its input may have waited for the prompt):
+    /// takes the schedule counts the input is judged against, so that what ran meanwhile does
+    /// not count as taking it, and encodes multi-line input again, since whether the shell's
+    /// line editor takes bracketed paste is known only once its prompt is up.
+    fn before_first_write(&mut self) {
+        let Some(to) = self.first_write.take() else {
+            return;
+        };
+        self.switches_at_write = self.schedule_counts(to.at_prompt);
+        let bytes = self
+            .active
+            .as_ref()
+            .filter(|a| a.input.text.contains('\n') && self.outbox_pos == 0)
+            .map(|a| self.input_bytes(&a.input, to));
+        if let (Some(bytes), Some(a)) = (bytes, self.active.as_mut()) {
+            a.input_len = bytes.len();
+            self.outbox = bytes;
+        }
+    }
+
     /// Schedule counts of the threads that may take the input about to be written. A shell at
     /// its prompt is the terminal's foreground and reads on its main thread: one read of a
     /// file kept open instead of a walk of /proc (this is on every send's path).
-    fn schedule_counts(&mut self) -> std::collections::HashMap<i32, u64> {
+    fn schedule_counts(&mut self, at_prompt: bool) -> std::collections::HashMap<i32, u64> {
         let shell = self.pty.pid() as i32;
-        if self.shell_at_prompt && self.spec.integration != Integration::None {
+        if at_prompt && self.spec.integration != Integration::None {
             if self.shell_counter.is_none() {
                 self.shell_counter = waiting::probe::ScheduleCounter::open(shell);
             }
@@ -802,10 +857,10 @@ impl Actor {
 
     /// The bytes a send writes: text (as one bracketed paste when it is multi-line input to an
     /// integrated shell that enabled it), Enter, then the keys.
-    fn input_bytes(&self, input: &SendInput) -> Vec<u8> {
+    fn input_bytes(&self, input: &SendInput, to: FirstWrite) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(input.text.len() + 16);
-        let at_shell_prompt = self.shell_at_prompt && self.spec.integration != Integration::None;
-        if self.line_kept && !input.text.is_empty() {
+        let at_shell_prompt = to.at_prompt;
+        if to.clear_kept_line && !input.text.is_empty() {
             // Clear the refused line the shell kept, so the text is not appended to it.
             bytes.push(0x15);
         }
