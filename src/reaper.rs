@@ -353,7 +353,11 @@ impl Members for Tree<'_> {
     }
 
     async fn thaw(&self, members: &[i32]) {
-        for &pid in members {
+        // Children before their parents: a shell that runs again while its job is still
+        // stopped treats it as a stopped job and, exiting on the SIGHUP just sent, kills it with
+        // SIGTERM (bash does), cutting short the grace a `nohup` job should get. Continued
+        // first, the job is reported continued by the time its shell looks.
+        for pid in deepest_first(members) {
             let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
         }
     }
@@ -376,6 +380,29 @@ impl Members for Tree<'_> {
         };
         tokio::time::timeout(within, all_exited).await.is_ok()
     }
+}
+
+/// `members` ordered so that every process comes before its parent (deepest first; each
+/// member's depth counted through its ancestors among `members`).
+fn deepest_first(members: &[i32]) -> Vec<i32> {
+    let set: BTreeSet<i32> = members.iter().copied().collect();
+    let depth = |mut pid: i32| {
+        let mut depth = 0;
+        while let Some(parent) = stat_field(pid, 4)
+            .map(|p| p as i32)
+            .filter(|p| set.contains(p))
+        {
+            depth += 1;
+            pid = parent;
+            if depth > set.len() {
+                break; // a cycle cannot happen, but a bound costs nothing
+            }
+        }
+        depth
+    };
+    let mut ordered: Vec<(usize, i32)> = members.iter().map(|&p| (depth(p), p)).collect();
+    ordered.sort_by_key(|&(depth, _)| std::cmp::Reverse(depth));
+    ordered.into_iter().map(|(_, p)| p).collect()
 }
 
 /// A pidfd for `pid` registered with tokio: readable once the process has exited.
