@@ -8,15 +8,15 @@
 //! - [`service`]: the gRPC `Terminals` service and the error-to-status table.
 //! - [`registry`]: sessions keyed by owner agent; ids; limits.
 //! - [`session`]: one actor task per PTY session.
-//! - [`pty`]: spawning on a PTY; non-blocking master I/O; exit through a pidfd.
+//! - [`process`]: the OS side of a session: [`process::pty`] (spawning on a PTY, non-blocking
+//!   master I/O), [`process::helper`] (the per-session helper, a subreaper that owns the
+//!   process tree), [`process::cgroup`] (one cgroup v2 per session), [`process::reaper`]
+//!   (finding and ending a session's process tree).
 //! - [`screen`]: the terminal emulator plus numbered line history (pure).
 //! - [`history`]: the paged, bounded line store (pure).
 //! - [`marks`]: shell-integration wrappers and OSC 133/7 parsing.
 //! - [`waiting`]: deciding the wait reason (pure).
 //! - [`render`]: byte-capped model-facing text (pure).
-//! - [`reaper`]: finding and ending a session's process tree.
-//! - [`cgroup`]: one cgroup v2 per session under the daemon's delegated subtree.
-//! - [`shim`]: the per-session helper that owns a session's process tree (a subreaper).
 //! - [`validate`]: request checks with messages that name the field (pure).
 //! - [`config`]: terminal types, limits, defaults, environment policy.
 //! - [`acp`]: the ACP agent shim (`ptyd acp`).
@@ -27,7 +27,6 @@
 #![warn(missing_docs)]
 
 pub mod acp;
-pub mod cgroup;
 pub mod cli;
 pub mod client;
 pub mod config;
@@ -37,15 +36,13 @@ pub mod history;
 pub mod marks;
 pub mod memory;
 pub mod pb;
-pub mod pty;
-pub mod reaper;
+pub mod process;
 pub mod registry;
 pub mod render;
 pub mod screen;
 pub mod server;
 pub mod service;
 pub mod session;
-pub mod shim;
 pub mod validate;
 pub mod waiting;
 

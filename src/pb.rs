@@ -7,7 +7,7 @@ tonic::include_proto!("ptyd.v1");
 /// The encoded file descriptor set, served by gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("ptyd_descriptor");
 
-use crate::pty::ExitKind;
+use crate::process::pty::ExitKind;
 use crate::session::Status;
 use crate::waiting;
 

@@ -149,8 +149,9 @@ pub async fn serve_with(
         .process_tracking
         .resolve()
         .map_err(Error::FailedPrecondition)?;
-    crate::reaper::become_subreaper().map_err(Error::io("becoming a child subreaper"))?;
-    let _reaper = crate::reaper::Reaper::start().map_err(Error::io("listening for SIGCHLD"))?;
+    crate::process::reaper::become_subreaper().map_err(Error::io("becoming a child subreaper"))?;
+    let _reaper =
+        crate::process::reaper::Reaper::start().map_err(Error::io("listening for SIGCHLD"))?;
     tracing::info!(process_tracking = %config.process_tracking, "process tracking");
     let integration_dir = tempfile::Builder::new()
         .prefix("ptyd-integration-")

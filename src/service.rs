@@ -419,7 +419,7 @@ impl Terminals {
         }
         let shell = handle.pid as i32;
         // Field 8 of /proc/<shell>/stat is the terminal's foreground process group.
-        let pgid = crate::reaper::stat_field(shell, 8)
+        let pgid = crate::process::reaper::stat_field(shell, 8)
             .filter(|p| *p > 0)
             .map(|p| p as i32)
             .ok_or_else(|| {
@@ -529,9 +529,9 @@ impl Terminals {
         let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        let foreground = crate::reaper::stat_field(pid, 8)
+        let foreground = crate::process::reaper::stat_field(pid, 8)
             .filter(|fg| running && *fg > 0 && *fg != i64::from(pid))
-            .and_then(|fg| crate::reaper::command_name(fg as i32))
+            .and_then(|fg| crate::process::reaper::command_name(fg as i32))
             .unwrap_or_default();
         pb::SessionInfo {
             session_id: handle.spec.id.clone(),

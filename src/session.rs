@@ -7,7 +7,7 @@ mod kill;
 
 use crate::error::{Error, Result};
 use crate::marks::Integration;
-use crate::pty::{ExitKind, Pty};
+use crate::process::pty::{ExitKind, Pty};
 use crate::waiting::WaitReason;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub struct SessionSpec {
     pub close_grace: Duration,
     /// How Close finds the session's processes (resolved by `serve`; `Auto` is resolved at
     /// spawn).
-    pub process_tracking: crate::reaper::ProcessTracking,
+    pub process_tracking: crate::process::reaper::ProcessTracking,
 }
 
 /// How the session's program is doing.

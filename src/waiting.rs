@@ -152,7 +152,7 @@ mod tests {
 
 /// The `/proc` half: is a foreground program blocked reading the terminal?
 pub mod probe {
-    use crate::reaper::stat_field;
+    use crate::process::reaper::stat_field;
     use std::fs;
 
     /// Syscall numbers of the calls that can wait on a terminal.
@@ -348,7 +348,7 @@ pub mod probe {
             pid,
             tid,
             switches: switches(pid, tid),
-            comm: crate::reaper::command_name(pid).unwrap_or_default(),
+            comm: crate::process::reaper::command_name(pid).unwrap_or_default(),
             is_shell: pid == shell,
         }
     }
@@ -371,7 +371,7 @@ pub mod probe {
             if stat_field(pid, 5) == Some(i64::from(fg)) {
                 out.push(pid);
             }
-            stack.extend(crate::reaper::children(pid));
+            stack.extend(crate::process::reaper::children(pid));
         }
         out
     }

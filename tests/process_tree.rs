@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use ptyd::pb::{CloseOutcome, OpenRequest, SendRequest, SignalRequest, WaitReason};
-use ptyd::reaper::ProcessTracking;
+use ptyd::process::reaper::ProcessTracking;
 use support::*;
 use tonic::Code;
 
@@ -37,7 +37,7 @@ fn config(mode: ProcessTracking) -> ptyd::config::Config {
 
 /// Whether cgroup mode can run here; says why not when it cannot.
 fn cgroup_mode_available(test: &str) -> bool {
-    match ptyd::cgroup::hierarchy() {
+    match ptyd::process::cgroup::hierarchy() {
         Ok(_) => true,
         Err(why) => {
             eprintln!("SKIPPED {test}: no writable cgroup v2 subtree on this machine: {why}");
@@ -180,9 +180,9 @@ fn assert_tracked(shell: u32, mode: ProcessTracking) {
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .unwrap_or("");
-    let parent = ptyd::reaper::stat_field(shell as i32, 4).unwrap_or(0) as i32;
+    let parent = ptyd::process::reaper::stat_field(shell as i32, 4).unwrap_or(0) as i32;
     assert_eq!(
-        ptyd::reaper::command_name(parent).as_deref(),
+        ptyd::process::reaper::command_name(parent).as_deref(),
         Some("ptyd-helper"),
         "the shell runs under its session helper"
     );
@@ -380,7 +380,7 @@ async fn sigterm_ends_every_busy_session(mode: ProcessTracking) {
         }
     })
     .await;
-    let owned = ptyd::reaper::live_descendants(daemon);
+    let owned = ptyd::process::reaper::live_descendants(daemon);
     assert!(
         owned.len() >= 10 * 3,
         "helpers, shells and their programs run under the daemon: {owned:?}"
@@ -410,7 +410,7 @@ async fn sigterm_ends_every_busy_session(mode: ProcessTracking) {
 
 /// The session cgroups of the daemon `pid` (named `ptyd-<pid>-...`), if it has any.
 fn session_cgroups(pid: i32) -> Vec<std::path::PathBuf> {
-    let Ok((base, _)) = ptyd::cgroup::current_dir() else {
+    let Ok((base, _)) = ptyd::process::cgroup::current_dir() else {
         return Vec::new();
     };
     let prefix = format!("ptyd-{pid}-");
@@ -458,17 +458,18 @@ async fn a_restarted_daemon_removes_the_cgroups_a_crashed_one_left() {
         let left = session_cgroups(crashed_pid);
         assert_eq!(left.len(), 1, "{left:?}");
         let shell = session_info(&mut c, A, &sid).await.unwrap().pid;
-        let helper = ptyd::reaper::stat_field(shell as i32, 4).expect("the shell's parent") as u32;
+        let helper =
+            ptyd::process::reaper::stat_field(shell as i32, 4).expect("the shell's parent") as u32;
         drop(c);
         // The crashed daemon's helper comes to this process once it has ended its session;
         // reap it here rather than leave a zombie behind.
-        ptyd::reaper::become_subreaper().expect("become a subreaper");
+        ptyd::process::reaper::become_subreaper().expect("become a subreaper");
         crashed.kill().await.expect("SIGKILL the daemon");
         wait_until(
             APPEAR_DEADLINE,
             "the orphaned helper is gone",
             || async move {
-                ptyd::reaper::reap_adopted();
+                ptyd::process::reaper::reap_adopted();
                 !Path::new(&format!("/proc/{helper}")).exists()
             },
         )

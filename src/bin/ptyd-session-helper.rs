@@ -1,5 +1,5 @@
-//! The per-session helper executable: see `ptyd::shim`.
+//! The per-session helper executable: see `ptyd::process::helper`.
 
 fn main() {
-    ptyd::shim::helper_executable_main()
+    ptyd::process::helper::helper_executable_main()
 }

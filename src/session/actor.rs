@@ -9,7 +9,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::marks::{Integration, Mark, RegionScanner, Utf8Splitter};
-use crate::pty::{ExitKind, Pty};
+use crate::process::pty::{ExitKind, Pty};
 use crate::render;
 use crate::screen::{Position, Terminal};
 use crate::validate::{KERNEL_LINE_LIMIT, longest_line};

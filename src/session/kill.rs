@@ -69,13 +69,13 @@ impl JobKill {
         let Some(armed_at) = self.armed_at else {
             return;
         };
-        let Some(foreground) = crate::reaper::stat_field(shell, 8)
+        let Some(foreground) = crate::process::reaper::stat_field(shell, 8)
             .filter(|p| *p > 0)
             .map(|p| p as i32)
         else {
             return;
         };
-        let shell_group = crate::reaper::stat_field(shell, 5).map(|p| p as i32);
+        let shell_group = crate::process::reaper::stat_field(shell, 5).map(|p| p as i32);
         let at_shell = Some(foreground) == shell_group;
         if at_shell && !self.shell_is_command && now < armed_at + SHELL_GRACE {
             return;
@@ -87,7 +87,7 @@ impl JobKill {
                 let _ = killpg(Pid::from_raw(foreground), Signal::SIGKILL);
             }
         } else {
-            let target = (foreground, crate::reaper::command_name(foreground));
+            let target = (foreground, crate::process::reaper::command_name(foreground));
             if !self.interrupted.contains(&target) {
                 self.interrupted.push(target);
                 let _ = killpg(Pid::from_raw(foreground), Signal::SIGINT);

@@ -10,10 +10,10 @@
 //! Session cgroups are named `ptyd-<daemon pid>-<daemon start time>-<n>-<session id>`: the pid
 //! and start time (field 22 of `/proc/<pid>/stat`) identify the daemon that made them even after
 //! its pid is reused, so a daemon removes exactly the ones whose owner is gone. The session's
-//! helper joins its cgroup before it runs anything (see [`crate::shim`]), so everything the
+//! helper joins its cgroup before it runs anything (see [`crate::process::helper`]), so everything the
 //! session starts is a member, whatever it does to its session, parent or environment.
 
-use crate::reaper::{Members, stat_field};
+use crate::process::reaper::{Members, stat_field};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::io;

@@ -1,4 +1,4 @@
-//! A program running on its own PTY, under its session helper ([`crate::shim`]).
+//! A program running on its own PTY, under its session helper ([`crate::process::helper`]).
 //!
 //! `spawn` opens the PTY pair, starts the helper on the slave (with `posix_spawn`; the helper
 //! joins the session's fresh cgroup, when it has one, before it starts anything), and learns the
@@ -6,11 +6,11 @@
 //! tokio's `AsyncFd` (no thread per session). The program's exit comes from the helper's report
 //! (it reaps the program), not from end-of-file on the master, which a surviving background
 //! process keeps open forever. `terminate` ends the session's whole tree (see
-//! [`crate::reaper`]) and returns once nothing of it is left.
+//! [`crate::process::reaper`]) and returns once nothing of it is left.
 
-use crate::cgroup::SessionCgroup;
-use crate::reaper::{self, ProcessTracking, Tree};
-use crate::shim::{self, Report};
+use crate::process::cgroup::SessionCgroup;
+use crate::process::helper::{self, Report};
+use crate::process::reaper::{self, ProcessTracking, Tree};
 use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
@@ -101,7 +101,8 @@ impl Pty {
         let started = tokio::task::spawn_blocking(move || {
             let cgroup = match tracking {
                 ProcessTracking::Cgroup => {
-                    let hierarchy = crate::cgroup::hierarchy().map_err(io::Error::other)?;
+                    let hierarchy =
+                        crate::process::cgroup::hierarchy().map_err(io::Error::other)?;
                     Some(SessionCgroup::create(hierarchy, &label)?)
                 }
                 _ => None,
@@ -339,7 +340,7 @@ impl Pty {
         }
     }
 
-    /// Ends every process of the session (see [`crate::reaper::escalate`]: SIGHUP, `grace`,
+    /// Ends every process of the session (see [`crate::process::reaper::escalate`]: SIGHUP, `grace`,
     /// SIGTERM, SIGKILL) and returns once none is left, the helper reaped and the cgroup
     /// removed.
     pub async fn terminate(&self, grace: Duration) {
@@ -430,7 +431,7 @@ impl Drop for Pty {
 /// Starts the helper with the slave as stdin and stderr and the status pipe as stdout, told to
 /// The executable a session helper runs: `ptyd-session-helper` beside the running
 /// executable (or one directory up, where cargo puts binaries next to test executables), else
-/// the running executable itself, which becomes the helper before its `main` (see `shim`).
+/// the running executable itself, which becomes the helper before its `main` (see [`helper`]).
 fn helper_executable() -> PathBuf {
     static FOUND: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     FOUND
@@ -440,7 +441,7 @@ fn helper_executable() -> PathBuf {
             [dir, dir.and_then(Path::parent)]
                 .into_iter()
                 .flatten()
-                .map(|d| d.join(shim::ARG0))
+                .map(|d| d.join(helper::ARG0))
                 .find(|p| p.is_file())
                 .unwrap_or_else(|| PathBuf::from("/proc/self/exe"))
         })
@@ -457,17 +458,17 @@ fn spawn_helper(
     cgroup: Option<&Path>,
 ) -> io::Result<std::process::Child> {
     let mut cmd = std::process::Command::new(helper_executable());
-    cmd.arg0(shim::ARG0)
+    cmd.arg0(helper::ARG0)
         .args(argv)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
-        .env(shim::HELPER_ENV, "1")
+        .env(helper::HELPER_ENV, "1")
         .current_dir(cwd)
         .stdin(Stdio::from(slave.try_clone()?))
         .stdout(Stdio::from(status_write))
         .stderr(Stdio::from(slave));
     if let Some(dir) = cgroup {
-        cmd.env(shim::CGROUP_ENV, dir);
+        cmd.env(helper::CGROUP_ENV, dir);
     }
     // Dropping `cmd` afterwards closes our copies of the slave and the write end, or neither
     // hang-up nor EOF would ever arrive.

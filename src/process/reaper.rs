@@ -1,10 +1,10 @@
 //! Ending a session's processes, and the daemon's side of process ownership.
 //!
-//! Every session runs under its own helper process (`shim`), a child subreaper: whatever the
+//! Every session runs under its own helper process ([`crate::process::helper`]), a child subreaper: whatever the
 //! session starts — background jobs, `nohup`, `setsid`, double-forked daemons, `env -i` — stays a
 //! descendant of that helper, because orphans reparent to the nearest subreaper. Close then has
 //! two ways to find everything ([`ProcessTracking`]):
-//! - `Cgroup`: the helper joins a fresh cgroup v2 before it runs anything ([`crate::cgroup`]);
+//! - `Cgroup`: the helper joins a fresh cgroup v2 before it runs anything ([`crate::process::cgroup`]);
 //!   the cgroup's member list is complete by construction and `cgroup.kill` is atomic.
 //! - `Subreaper`: the helper's descendants, found by walking `/proc/<pid>/task/*/children`;
 //!   everything is stopped (SIGSTOP, rescanning until no new process appears) before it is
@@ -62,11 +62,11 @@ impl ProcessTracking {
     /// A forced `Cgroup` without one is an error that says why.
     pub fn resolve(self) -> Result<ProcessTracking, String> {
         match self {
-            ProcessTracking::Auto => Ok(match crate::cgroup::hierarchy() {
+            ProcessTracking::Auto => Ok(match crate::process::cgroup::hierarchy() {
                 Ok(_) => ProcessTracking::Cgroup,
                 Err(_) => ProcessTracking::Subreaper,
             }),
-            ProcessTracking::Cgroup => crate::cgroup::hierarchy()
+            ProcessTracking::Cgroup => crate::process::cgroup::hierarchy()
                 .map(|_| ProcessTracking::Cgroup)
                 .map_err(|why| format!("process_tracking = \"cgroup\" is not available: {why}")),
             ProcessTracking::Subreaper => Ok(ProcessTracking::Subreaper),
@@ -407,7 +407,7 @@ fn deepest_first(members: &[i32]) -> Vec<i32> {
 
 /// A pidfd for `pid` registered with tokio: readable once the process has exited.
 pub(crate) fn pidfd(pid: i32) -> Option<AsyncFd<OwnedFd>> {
-    crate::pty::async_fd(crate::pty::pidfd_open(pid as u32).ok()?).ok()
+    crate::process::pty::async_fd(crate::process::pty::pidfd_open(pid as u32).ok()?).ok()
 }
 
 #[cfg(test)]

@@ -298,7 +298,7 @@ fn kill_tree() {
     let me = std::process::id() as i32;
     let mut stopped = std::collections::BTreeSet::new();
     loop {
-        let found = crate::reaper::live_descendants(me);
+        let found = crate::process::reaper::live_descendants(me);
         let new: Vec<i32> = found
             .iter()
             .copied()
