@@ -5,10 +5,9 @@
 //!   official SDK.
 //! - `terminal`: a terminal send and its card; `pump`: coalescing and capping its output.
 //! - `slash`: slash commands; `wire`: the messages; `text`: pure text helpers.
-//! - `state`: per-connection state; `daemon`: the daemon on the socket or an in-process one.
+//! - `state`: per-connection state. The daemon it talks to comes from [`crate::connection`].
 
 mod agent;
-mod daemon;
 mod pump;
 mod slash;
 mod state;
@@ -51,7 +50,7 @@ pub async fn run(global: &Global, options: AcpOptions) -> Result<(), String> {
         .socket
         .clone()
         .unwrap_or_else(crate::server::default_socket_path);
-    let connection = daemon::Connection::establish(&socket).await?;
+    let connection = crate::connection::Connection::establish(&socket, "acp", "the editor").await?;
     let shim = Arc::new(state::Shim::new(
         connection.client.clone(),
         options.agent_id,
@@ -61,7 +60,7 @@ pub async fn run(global: &Global, options: AcpOptions) -> Result<(), String> {
     ));
     let served = tokio::select! {
         served = agent::serve(shim.clone()) => served,
-        signal = terminated() => {
+        signal = crate::connection::terminated() => {
             tracing::info!(signal, "stopping on a signal");
             Ok(())
         }
@@ -74,22 +73,4 @@ pub async fn run(global: &Global, options: AcpOptions) -> Result<(), String> {
     }
     connection.stop().await;
     served.map_err(|e| format!("ACP connection: {e}"))
-}
-
-/// Resolves when the shim is asked to stop (SIGTERM, SIGINT or SIGHUP), so it still closes its
-/// sessions when an editor ends it instead of closing its stdin. Names the signal.
-async fn terminated() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-        _ = hup.recv() => "SIGHUP",
-    }
 }

@@ -20,6 +20,8 @@
 //! - [`validate`]: request checks with messages that name the field (pure).
 //! - [`config`]: terminal types, limits, defaults, environment policy.
 //! - [`acp`]: the ACP agent shim (`ptyd acp`).
+//! - [`mcp`]: the MCP server (`ptyd mcp`): the model-facing tools over stdio or streamable HTTP.
+//! - [`connection`]: the daemon a front-end (acp, mcp) talks to: on the socket, or in-process.
 //! - [`client`]: typed client over the socket.
 //! - [`cli`]: the `ptyd` command line.
 //! - [`pb`]: protobuf glue.
@@ -30,10 +32,12 @@ pub mod acp;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod connection;
 pub mod error;
 pub mod h2_authority;
 pub mod history;
 pub mod marks;
+pub mod mcp;
 pub mod memory;
 pub mod pb;
 pub mod process;

@@ -66,6 +66,16 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Verb::Mcp(options) => {
+            init_tracing();
+            match runtime.block_on(ptyd::mcp::run(&cli.global, options)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         verb => match runtime.block_on(ptyd::cli::run_client(&cli.global, verb)) {
             Ok(status) => ExitCode::from(status as u8),
             Err(e) => {

@@ -1,23 +1,29 @@
-//! Reaching a daemon for the shim: the one answering on the socket, or, when none answers, a
-//! daemon served inside the shim's own process on a socket in a private temp dir (its sessions
-//! live as long as the shim).
+//! Reaching a daemon for the front-ends (`ptyd acp`, `ptyd mcp`): the one answering on the
+//! socket, or, when none answers, a daemon served inside the front-end's own process on a socket
+//! in a private temp dir (its sessions live as long as the front-end).
 
-use super::state::Daemon;
 use crate::pb::TypesRequest;
-use std::path::Path;
+use crate::pb::terminals_client::TerminalsClient;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tonic::transport::Channel;
 
-/// How long a daemon on the socket gets to answer before the shim runs its own.
+/// The daemon client type (tonic clients are cheap clones).
+pub type Daemon = TerminalsClient<Channel>;
+
+/// How long a daemon on the socket gets to answer before the front-end runs its own.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long the in-process daemon gets to close its sessions when the shim exits.
+/// How long the in-process daemon gets to close its sessions when the front-end exits.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The daemon the shim talks to.
-pub(crate) struct Connection {
+/// The daemon a front-end talks to.
+pub struct Connection {
     /// The client.
-    pub(crate) client: Daemon,
+    pub client: Daemon,
+    /// The socket the client is connected to (a private one for the in-process daemon).
+    pub socket: PathBuf,
     in_process: Option<InProcess>,
 }
 
@@ -30,31 +36,33 @@ struct InProcess {
 
 impl Connection {
     /// Connects to the daemon on `socket`, or starts one in this process when none answers
-    /// there (and says so once on stderr).
-    pub(crate) async fn establish(socket: &Path) -> Result<Connection, String> {
+    /// there (and says so once on stderr, naming the front-end `verb` and its `client`, such as
+    /// "acp" and "the editor").
+    pub async fn establish(socket: &Path, verb: &str, client: &str) -> Result<Connection, String> {
         if let Some(client) = probe(socket).await {
             tracing::info!(socket = %socket.display(), "using the daemon on the socket");
             return Ok(Connection {
                 client,
+                socket: socket.to_owned(),
                 in_process: None,
             });
         }
-        let connection = start_in_process().await?;
+        let connection = start_in_process(verb).await?;
         eprintln!(
-            "ptyd acp: no daemon answers on {}; running one inside this process \
-             (its terminal sessions end when the editor disconnects)",
+            "ptyd {verb}: no daemon answers on {}; running one inside this process \
+             (its terminal sessions end when {client} disconnects)",
             socket.display()
         );
         Ok(connection)
     }
 
     /// Whether the daemon runs inside this process.
-    pub(crate) fn is_in_process(&self) -> bool {
+    pub fn is_in_process(&self) -> bool {
         self.in_process.is_some()
     }
 
     /// Stops the in-process daemon (closing every session it still has) and waits for it.
-    pub(crate) async fn stop(self) {
+    pub async fn stop(self) {
         let Some(daemon) = self.in_process else {
             return;
         };
@@ -72,7 +80,7 @@ impl Connection {
 }
 
 /// A client for the daemon on `socket` if one answers a cheap request in time.
-async fn probe(socket: &Path) -> Option<Daemon> {
+pub async fn probe(socket: &Path) -> Option<Daemon> {
     let attempt = async {
         let mut client = crate::client::connect(socket).await.ok()?;
         client.types(TypesRequest {}).await.ok()?;
@@ -85,10 +93,10 @@ async fn probe(socket: &Path) -> Option<Daemon> {
 }
 
 /// Serves a daemon in this process on `<private temp dir>/ptyd.sock` and connects to it.
-async fn start_in_process() -> Result<Connection, String> {
+async fn start_in_process(verb: &str) -> Result<Connection, String> {
     let config = crate::config::Config::load(None).map_err(|e| e.to_string())?;
     let dir = tempfile::Builder::new()
-        .prefix("ptyd-acp-")
+        .prefix(&format!("ptyd-{verb}-"))
         .tempdir()
         .map_err(|e| format!("creating a directory for the in-process daemon: {e}"))?;
     let socket = dir.path().join("ptyd.sock");
@@ -103,10 +111,29 @@ async fn start_in_process() -> Result<Connection, String> {
         .map_err(|e| format!("connecting to the in-process daemon: {e}"))?;
     Ok(Connection {
         client,
+        socket,
         in_process: Some(InProcess {
             shutdown,
             task,
             _dir: dir,
         }),
     })
+}
+
+/// Resolves when a front-end is asked to stop (SIGTERM, SIGINT or SIGHUP), so it still closes
+/// its sessions when its client ends it instead of closing its stdin. Names the signal.
+pub async fn terminated() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+        _ = hup.recv() => "SIGHUP",
+    }
 }
