@@ -58,7 +58,11 @@ pub struct McpOptions {
     pub allow_origin: Vec<String>,
     /// An HTTP MCP session without a request for this many seconds ends (and its terminals
     /// with it, unless --keep-sessions)
-    #[arg(long = "session-idle-timeout", value_name = "SECONDS", default_value_t = 1800)]
+    #[arg(
+        long = "session-idle-timeout",
+        value_name = "SECONDS",
+        default_value_t = 1800
+    )]
     pub session_idle_timeout: u64,
 }
 

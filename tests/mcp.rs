@@ -126,8 +126,14 @@ impl Bridge {
                 self.log.push(event.clone());
                 event
             }
-            Ok(None) => panic!("the bridge ended while waiting for {what}; events: {:#?}", self.log),
-            Err(_) => panic!("no event within {EVENT_WAIT:?} waiting for {what}; events: {:#?}", self.log),
+            Ok(None) => panic!(
+                "the bridge ended while waiting for {what}; events: {:#?}",
+                self.log
+            ),
+            Err(_) => panic!(
+                "no event within {EVENT_WAIT:?} waiting for {what}; events: {:#?}",
+                self.log
+            ),
         }
     }
 
@@ -146,7 +152,10 @@ impl Bridge {
     async fn command(&mut self, command: Value) {
         let mut line = command.to_string();
         line.push('\n');
-        self.stdin.write_all(line.as_bytes()).await.expect("write to the bridge");
+        self.stdin
+            .write_all(line.as_bytes())
+            .await
+            .expect("write to the bridge");
         self.stdin.flush().await.expect("flush the bridge's stdin");
     }
 
@@ -176,12 +185,19 @@ impl Bridge {
 
     async fn info(&mut self) -> Value {
         self.command(json!({"op": "info"})).await;
-        self.wait_event("server info", |e| e["event"] == "info").await
+        self.wait_event("server info", |e| e["event"] == "info")
+            .await
     }
 
     /// Starts a tools/call; with `progress`, the SDK sends a progressToken and `timeout_ms`
     /// restarts at each progress notification.
-    async fn start_call(&mut self, name: &str, arguments: Value, progress: bool, timeout_ms: u64) -> u64 {
+    async fn start_call(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        progress: bool,
+        timeout_ms: u64,
+    ) -> u64 {
         let id = self.id();
         self.command(json!({
             "op": "call", "id": id, "name": name, "arguments": arguments,
@@ -236,8 +252,11 @@ impl Bridge {
     }
 
     async fn send(&mut self, session: &str, text: &str) -> Value {
-        self.call("terminal_send", json!({"session_id": session, "text": text}))
-            .await
+        self.call(
+            "terminal_send",
+            json!({"session_id": session, "text": text}),
+        )
+        .await
     }
 
     /// The server's wire messages so far.
@@ -250,7 +269,8 @@ impl Bridge {
 
     async fn close_client(&mut self) {
         self.command(json!({"op": "close"})).await;
-        self.wait_event("the client closed", |e| e["event"] == "closed").await;
+        self.wait_event("the client closed", |e| e["event"] == "closed")
+            .await;
     }
 }
 
@@ -281,8 +301,14 @@ async fn initialize_reports_the_server_and_lists_eight_tools_with_schemas() {
         assert_eq!(
             names,
             [
-                "terminal_open", "terminal_send", "terminal_read", "terminal_signal",
-                "terminal_close", "terminal_list", "job_output", "job_kill"
+                "terminal_open",
+                "terminal_send",
+                "terminal_read",
+                "terminal_signal",
+                "terminal_close",
+                "terminal_list",
+                "job_output",
+                "job_kill"
             ]
         );
         for tool in &tools {
@@ -297,7 +323,9 @@ async fn initialize_reports_the_server_and_lists_eight_tools_with_schemas() {
         assert_eq!(send["inputSchema"]["required"], json!(["session_id"]));
         let stderr: Vec<&Value> = mcp.log.iter().filter(|e| e["event"] == "stderr").collect();
         assert!(
-            stderr.iter().any(|e| e["line"].as_str().unwrap_or("").contains(IN_PROCESS_NOTE)),
+            stderr
+                .iter()
+                .any(|e| e["line"].as_str().unwrap_or("").contains(IN_PROCESS_NOTE)),
             "with no daemon on the socket the server runs its own: {stderr:?}"
         );
     })
@@ -327,7 +355,10 @@ async fn echo_hi_reads_like_the_contract() {
             .await;
         assert!(text(&read).contains("[lines:"), "{read}");
         let list = mcp.call("terminal_list", json!({})).await;
-        assert_eq!(structured(&list)["sessions"][0]["session_id"], session.as_str());
+        assert_eq!(
+            structured(&list)["sessions"][0]["session_id"],
+            session.as_str()
+        );
         let closed = mcp
             .call("terminal_close", json!({"session_id": session}))
             .await;
@@ -359,7 +390,10 @@ async fn wait_reasons_match_grpc() {
         let vim = mcp.send(&session, "vim -u NONE").await;
         assert_eq!(structured(&vim)["wait_reason"], "stdin_read", "{vim}");
         let escape = mcp
-            .call("terminal_send", json!({"session_id": session, "keys": ["Escape"]}))
+            .call(
+                "terminal_send",
+                json!({"session_id": session, "keys": ["Escape"]}),
+            )
             .await;
         assert_eq!(structured(&escape)["wait_reason"], "stdin_read", "{escape}");
         let quit = mcp
@@ -388,7 +422,10 @@ async fn long_waits_report_progress_only_with_a_token() {
                 3000,
             )
             .await;
-        let result = mcp.response(id).await.expect("the call outlives the 3 s timeout");
+        let result = mcp
+            .response(id)
+            .await
+            .expect("the call outlives the 3 s timeout");
         assert_eq!(structured(&result)["wait_reason"], "prompt", "{result}");
         let progress: Vec<&Value> = mcp
             .log
@@ -396,8 +433,14 @@ async fn long_waits_report_progress_only_with_a_token() {
             .filter(|e| e["event"] == "progress" && e["id"] == id)
             .collect();
         assert!(progress.len() >= 2, "progress notifications: {progress:?}");
-        let values: Vec<f64> = progress.iter().map(|p| p["progress"].as_f64().unwrap()).collect();
-        assert!(values.windows(2).all(|w| w[1] > w[0]), "increasing: {values:?}");
+        let values: Vec<f64> = progress
+            .iter()
+            .map(|p| p["progress"].as_f64().unwrap())
+            .collect();
+        assert!(
+            values.windows(2).all(|w| w[1] > w[0]),
+            "increasing: {values:?}"
+        );
         let times: Vec<f64> = progress.iter().map(|p| p["t"].as_f64().unwrap()).collect();
         assert!(
             times.windows(2).all(|w| w[1] - w[0] >= 900.0),
@@ -423,26 +466,37 @@ async fn an_aborted_call_releases_the_session_at_once() {
         let (_dir, socket) = nowhere();
         let mut mcp = Bridge::stdio(&[], &socket).await;
         let session = mcp.open().await;
+        mcp.send(&session, "true").await;
         let id = mcp
-            .start_call("terminal_send", json!({"session_id": session, "text": "sleep 30"}), false, 120_000)
+            .start_call(
+                "terminal_send",
+                json!({"session_id": session, "text": "sleep 30"}),
+                false,
+                120_000,
+            )
             .await;
-        wait_until(Duration::from_secs(20), "the send is in flight", || {
-            let busy = is_busy(&mut mcp, &session);
-            async move { busy.await }
-        })
-        .await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !is_busy(&mut mcp, &session).await {
+            assert!(
+                Instant::now() < deadline,
+                "the send is in flight within 20 s"
+            );
+        }
         mcp.command(json!({"op": "abort", "id": id})).await;
         let aborted = Instant::now();
         let response = mcp.response(id).await;
         assert!(response.is_err(), "the SDK reports the abort: {response:?}");
-        wait_until(Duration::from_secs(1), "the session is no longer busy", || {
-            let busy = is_busy(&mut mcp, &session);
-            async move { !busy.await }
-        })
-        .await;
-        assert!(aborted.elapsed() < Duration::from_secs(2));
+        while is_busy(&mut mcp, &session).await {
+            assert!(
+                aborted.elapsed() < Duration::from_secs(1),
+                "the session is released within 1 s of the abort"
+            );
+        }
         let signal = mcp
-            .call("terminal_signal", json!({"session_id": session, "signal": "SIGINT"}))
+            .call(
+                "terminal_signal",
+                json!({"session_id": session, "signal": "SIGINT"}),
+            )
             .await;
         assert_eq!(structured(&signal)["delivered"], true);
         let waited = mcp
@@ -455,15 +509,13 @@ async fn an_aborted_call_releases_the_session_at_once() {
 }
 
 /// Whether `terminal_list` shows `session` busy.
-fn is_busy<'a>(mcp: &'a mut Bridge, session: &'a str) -> impl std::future::Future<Output = bool> + 'a {
-    async move {
-        let list = mcp.call("terminal_list", json!({})).await;
-        structured(&list)["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s["session_id"] == session && s["busy"] == true)
-    }
+async fn is_busy(mcp: &mut Bridge, session: &str) -> bool {
+    let list = mcp.call("terminal_list", json!({})).await;
+    structured(&list)["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["session_id"] == session && s["busy"] == true)
 }
 
 #[tokio::test]
@@ -497,20 +549,51 @@ async fn refusals_are_error_results_and_bad_arguments_invalid_params() {
             )
             .await;
         let job_id = structured(&job)["job_id"].as_str().unwrap().to_owned();
-        let busy = mcp.call_refused("terminal_send", json!({"session_id": session, "text": "ls"})).await;
-        assert!(busy.starts_with("error: ") && busy.contains(&job_id), "{busy}");
+        let busy = mcp
+            .call_refused(
+                "terminal_send",
+                json!({"session_id": session, "text": "ls"}),
+            )
+            .await;
+        assert!(
+            busy.starts_with("error: ") && busy.contains(&job_id),
+            "{busy}"
+        );
 
         let cases = [
-            ("terminal_read", json!({"session_id": session, "count": "ten"}), "count"),
-            ("terminal_read", json!({"session_id": session, "count": 0}), "count"),
-            ("terminal_read", json!({"session_id": session, "lines": 5}), "lines"),
+            (
+                "terminal_read",
+                json!({"session_id": session, "count": "ten"}),
+                "count",
+            ),
+            (
+                "terminal_read",
+                json!({"session_id": session, "count": 0}),
+                "count",
+            ),
+            (
+                "terminal_read",
+                json!({"session_id": session, "lines": 5}),
+                "lines",
+            ),
             ("terminal_send", json!({"text": "ls"}), "session_id"),
-            ("terminal_send", json!({"session_id": session, "keys": ["Hyper"]}), "keys"),
-            ("terminal_signal", json!({"session_id": session, "signal": "SIGUSR1"}), "signal"),
+            (
+                "terminal_send",
+                json!({"session_id": session, "keys": ["Hyper"]}),
+                "keys",
+            ),
+            (
+                "terminal_signal",
+                json!({"session_id": session, "signal": "SIGUSR1"}),
+                "signal",
+            ),
         ];
         for (tool, arguments, field) in cases {
             let message = mcp.call_invalid(tool, arguments.clone()).await;
-            assert!(message.contains(field), "{tool} {arguments}: {message:?} names {field}");
+            assert!(
+                message.contains(field),
+                "{tool} {arguments}: {message:?} names {field}"
+            );
         }
         // Still serving.
         let killed = mcp.call("job_kill", json!({"job_id": job_id})).await;
@@ -537,7 +620,10 @@ async fn background_jobs_never_repeat_output() {
                 }),
             )
             .await;
-        let job_id = structured(&job)["job_id"].as_str().expect("job_id").to_owned();
+        let job_id = structured(&job)["job_id"]
+            .as_str()
+            .expect("job_id")
+            .to_owned();
         assert_eq!(text(&job), format!("started background job {job_id}"));
         let mut output = String::new();
         let deadline = Instant::now() + EVENT_WAIT;
@@ -587,7 +673,7 @@ async fn every_result_fits_the_cap() {
                 "terminal_send",
                 json!({
                     "session_id": session,
-                    "text": "head -c 10000000 /dev/zero | tr '\\0' x | fold -w 100; echo END-OF-FLOOD",
+                    "text": "head -c 10000000 /dev/zero | tr '\\0' x | fold -w 100; echo; echo END-OF-FLOOD",
                     "timeout_ms": 120000, "idle_ms": 60000
                 }),
             )
@@ -620,12 +706,20 @@ async fn every_result_fits_the_cap() {
 async fn a_smaller_cap_and_no_background() {
     timed(async {
         let (_dir, socket) = nowhere();
-        let mut mcp = Bridge::stdio(&["--max-result-bytes", "300", "--no-background"], &socket).await;
+        let mut mcp =
+            Bridge::stdio(&["--max-result-bytes", "300", "--no-background"], &socket).await;
         let tools = mcp.list().await;
         let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-        assert!(!names.contains(&"job_output") && !names.contains(&"job_kill"), "{names:?}");
+        assert!(
+            !names.contains(&"job_output") && !names.contains(&"job_kill"),
+            "{names:?}"
+        );
         let send = tools.iter().find(|t| t["name"] == "terminal_send").unwrap();
-        assert!(send["inputSchema"]["properties"].get("run_in_background").is_none());
+        assert!(
+            send["inputSchema"]["properties"]
+                .get("run_in_background")
+                .is_none()
+        );
         let session = mcp.open().await;
         let message = mcp
             .call_invalid(
@@ -636,7 +730,11 @@ async fn a_smaller_cap_and_no_background() {
         assert!(message.contains("run_in_background"), "{message}");
         let seq = mcp.send(&session, "seq 1 1000").await;
         assert!(text(&seq).len() <= 300, "{}", text(&seq));
-        assert!(text(&seq).contains("1000\n[wait: prompt]"), "{}", text(&seq));
+        assert!(
+            text(&seq).contains("1000\n[wait: prompt]"),
+            "{}",
+            text(&seq)
+        );
     })
     .await;
 }
@@ -679,7 +777,10 @@ async fn closing_stdin_leaves_no_process() {
         let (_dir, socket) = nowhere();
         let mut mcp = Bridge::stdio(&[], &socket).await;
         let opened = mcp.call("terminal_open", json!({})).await;
-        let session = structured(&opened)["session_id"].as_str().unwrap().to_owned();
+        let session = structured(&opened)["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         let shell = structured(&opened)["pid"].as_u64().unwrap() as u32;
         let child = mcp.send(&session, "sleep 1000 & echo $!").await;
         let child: u32 = structured(&child)["viewport"]
@@ -693,10 +794,14 @@ async fn closing_stdin_leaves_no_process() {
             .expect("the background pid");
         let server = mcp.server_pid.expect("the server's pid");
         mcp.close_client().await;
-        wait_until(Duration::from_secs(10), "the server and its sessions are gone", || {
-            let gone = ![server, shell, child].into_iter().any(process_is_running);
-            async move { gone }
-        })
+        wait_until(
+            Duration::from_secs(10),
+            "the server and its sessions are gone",
+            || {
+                let gone = ![server, shell, child].into_iter().any(process_is_running);
+                async move { gone }
+            },
+        )
         .await;
     })
     .await;
@@ -761,11 +866,21 @@ async fn http_requires_a_token_and_keeps_agents_apart() {
         let hi = alice.send(&session, "echo hi").await;
         assert_eq!(structured(&hi)["viewport"], "hi");
         let list = bob.call("terminal_list", json!({})).await;
-        assert_eq!(structured(&list)["sessions"], json!([]), "bob sees none of alice's");
+        assert_eq!(
+            structured(&list)["sessions"],
+            json!([]),
+            "bob sees none of alice's"
+        );
         let refused = bob
-            .call_refused("terminal_send", json!({"session_id": session, "text": "ls"}))
+            .call_refused(
+                "terminal_send",
+                json!({"session_id": session, "text": "ls"}),
+            )
             .await;
-        assert!(refused.contains("does not name an open terminal session"), "{refused}");
+        assert!(
+            refused.contains("does not name an open terminal session"),
+            "{refused}"
+        );
 
         let initialize = json!({
             "jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -775,7 +890,10 @@ async fn http_requires_a_token_and_keeps_agents_apart() {
         .to_string();
         let accept = "application/json, text/event-stream";
         let cases = [
-            (json!({"content-type": "application/json", "accept": accept}), 401),
+            (
+                json!({"content-type": "application/json", "accept": accept}),
+                401,
+            ),
             (
                 json!({"content-type": "application/json", "accept": accept,
                        "authorization": "Bearer wrong"}),
@@ -801,7 +919,10 @@ async fn http_requires_a_token_and_keeps_agents_apart() {
             let response = alice.response(id).await.expect("fetch");
             assert_eq!(response["status"], status, "{headers}: {response}");
             if status == 401 {
-                assert_eq!(response["headers"]["www-authenticate"], "Bearer", "{response}");
+                assert_eq!(
+                    response["headers"]["www-authenticate"], "Bearer",
+                    "{response}"
+                );
             }
         }
         drop(server.child);

@@ -9,9 +9,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
-use rmcp::transport::streamable_http_server::session::local::{
-    LocalSessionManager, SessionConfig,
-};
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -130,10 +128,7 @@ pub(crate) fn parse_tokens(text: &str) -> Result<HashMap<String, String>, String
         }
         let mut words = line.split_whitespace();
         let (Some(token), Some(agent), None) = (words.next(), words.next(), words.next()) else {
-            return Err(format!(
-                "line {}: expected `TOKEN AGENT_ID`",
-                number + 1
-            ));
+            return Err(format!("line {}: expected `TOKEN AGENT_ID`", number + 1));
         };
         crate::validate::agent_id(agent).map_err(|e| format!("line {}: {e}", number + 1))?;
         if tokens.insert(token.to_owned(), agent.to_owned()).is_some() {
@@ -205,12 +200,9 @@ pub(crate) async fn serve(
         Arc::new(sessions),
         config,
     );
-    let router = axum::Router::new()
-        .nest_service(PATH, service)
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::new(options.guard),
-            guard,
-        ));
+    let router = axum::Router::new().nest_service(PATH, service).layer(
+        axum::middleware::from_fn_with_state(Arc::new(options.guard), guard),
+    );
     eprintln!("ptyd mcp: serving MCP on http://{local}{PATH} (bearer token required)");
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
@@ -236,24 +228,42 @@ mod tests {
         let guard = Guard::new(tokens, vec!["https://app.example.com/".into()]);
         let cases: &[(&[(&str, &str)], Result<&str, Refusal>)] = &[
             (&[], Err(Refusal::Unauthenticated)),
-            (&[("authorization", "Bearer nope")], Err(Refusal::Unauthenticated)),
-            (&[("authorization", "Basic secret-a")], Err(Refusal::Unauthenticated)),
+            (
+                &[("authorization", "Bearer nope")],
+                Err(Refusal::Unauthenticated),
+            ),
+            (
+                &[("authorization", "Basic secret-a")],
+                Err(Refusal::Unauthenticated),
+            ),
             (&[("authorization", "Bearer secret-a")], Ok("alice")),
             (&[("authorization", "bearer secret-b")], Ok("bob")),
             (
-                &[("authorization", "Bearer secret-a"), ("origin", "http://localhost:5173")],
+                &[
+                    ("authorization", "Bearer secret-a"),
+                    ("origin", "http://localhost:5173"),
+                ],
                 Ok("alice"),
             ),
             (
-                &[("authorization", "Bearer secret-a"), ("origin", "http://[::1]:80")],
+                &[
+                    ("authorization", "Bearer secret-a"),
+                    ("origin", "http://[::1]:80"),
+                ],
                 Ok("alice"),
             ),
             (
-                &[("authorization", "Bearer secret-a"), ("origin", "https://app.example.com")],
+                &[
+                    ("authorization", "Bearer secret-a"),
+                    ("origin", "https://app.example.com"),
+                ],
                 Ok("alice"),
             ),
             (
-                &[("authorization", "Bearer secret-a"), ("origin", "https://evil.example")],
+                &[
+                    ("authorization", "Bearer secret-a"),
+                    ("origin", "https://evil.example"),
+                ],
                 Err(Refusal::ForeignOrigin("https://evil.example".into())),
             ),
             (
@@ -263,7 +273,11 @@ mod tests {
         ];
         for (pairs, want) in cases {
             let got = guard.admit(&headers(pairs));
-            assert_eq!(got.as_deref().map_err(|e| e), want.as_ref().map(|s| *s), "{pairs:?}");
+            assert_eq!(
+                got.as_deref().map_err(|e| e),
+                want.as_ref().map(|s| *s),
+                "{pairs:?}"
+            );
         }
     }
 

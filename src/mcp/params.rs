@@ -260,9 +260,21 @@ mod tests {
     #[test]
     fn refusals_name_the_field() {
         let cases: &[(&str, serde_json::Value, &str)] = &[
-            ("wrong type", json!({"session_id": "t1", "count": "ten"}), "count"),
-            ("out of range", json!({"session_id": "t1", "count": 0}), "count"),
-            ("unknown key", json!({"session_id": "t1", "lines": 3}), "lines"),
+            (
+                "wrong type",
+                json!({"session_id": "t1", "count": "ten"}),
+                "count",
+            ),
+            (
+                "out of range",
+                json!({"session_id": "t1", "count": 0}),
+                "count",
+            ),
+            (
+                "unknown key",
+                json!({"session_id": "t1", "lines": 3}),
+                "lines",
+            ),
             ("missing id", json!({"count": 3}), "session_id"),
             ("empty id", json!({"session_id": ""}), "session_id"),
         ];
@@ -270,8 +282,10 @@ mod tests {
             let err = parse::<ReadArgs>(args(value.clone())).expect_err(what);
             assert!(err.0.contains(field), "{what}: {:?} names {field}", err.0);
         }
-        let err = parse::<SendArgs>(args(json!({"session_id": "t1", "keys": ["Enter", "Hyper"]})))
-            .expect_err("unknown key name");
+        let err = parse::<SendArgs>(args(
+            json!({"session_id": "t1", "keys": ["Enter", "Hyper"]}),
+        ))
+        .expect_err("unknown key name");
         assert!(err.0.contains("keys") && err.0.contains("Hyper"), "{err:?}");
         let err = parse::<SendArgs>(args(json!({"session_id": "t1", "idle_ms": 10})))
             .expect_err("idle too short");
@@ -287,9 +301,10 @@ mod tests {
         assert!(!send.submit(), "the empty send only waits");
         let send = parse::<SendArgs>(args(json!({"session_id": "t1", "text": "ls"}))).unwrap();
         assert!(send.submit(), "text is submitted by default");
-        let send =
-            parse::<SendArgs>(args(json!({"session_id": "t1", "text": "ls", "submit": false})))
-                .unwrap();
+        let send = parse::<SendArgs>(args(
+            json!({"session_id": "t1", "text": "ls", "submit": false}),
+        ))
+        .unwrap();
         assert!(!send.submit());
         for spelling in ["SIGINT", "INT", "sigint"] {
             parse::<SignalArgs>(args(json!({"session_id": "t1", "signal": spelling})))

@@ -175,7 +175,10 @@ mod tests {
             (&[b"compiling a\r\ncompiling b\r\n"], Some("compiling b")),
             (&[b"done\r\npartial"], Some("partial")),
             (&[b"\x1b[1;32mgreen\x1b[0m\r\n"], Some("green")),
-            (&[b"\x1b]133;D;0\x07\x1b]7;file:///tmp\x1b\\ok\r\n"], Some("ok")),
+            (
+                &[b"\x1b]133;D;0\x07\x1b]7;file:///tmp\x1b\\ok\r\n"],
+                Some("ok"),
+            ),
             (&[b" 10%\r 50%\r"], Some("50%")),
             (&[b"split \x1b[3", b"1mred\x1b[0m"], Some("split red")),
             (&[long.as_bytes()], Some(&cut)),

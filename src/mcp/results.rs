@@ -8,7 +8,9 @@ use serde::Serialize;
 
 /// The lower-case name of a proto enum value: `WAIT_REASON_PROMPT` -> `prompt`.
 pub(crate) fn enum_name(full: &str, prefix: &str) -> String {
-    full.strip_prefix(prefix).unwrap_or(full).to_ascii_lowercase()
+    full.strip_prefix(prefix)
+        .unwrap_or(full)
+        .to_ascii_lowercase()
 }
 
 fn wait_reason(value: i32) -> String {
@@ -279,7 +281,10 @@ mod tests {
         let cases = [
             (wait_reason(pb::WaitReason::Prompt as i32), "prompt"),
             (wait_reason(pb::WaitReason::StdinRead as i32), "stdin_read"),
-            (wait_reason(pb::WaitReason::InferredIdle as i32), "inferred_idle"),
+            (
+                wait_reason(pb::WaitReason::InferredIdle as i32),
+                "inferred_idle",
+            ),
             (job_status(pb::JobStatus::Completed as i32), "completed"),
             (job_status(pb::JobStatus::Killed as i32), "killed"),
         ];
@@ -303,22 +308,27 @@ mod tests {
         let value = serde_json::to_value(SendResult::from(&background)).unwrap();
         assert_eq!(value, serde_json::json!({"job_id": "j1"}));
         let foreground = pb::SendResponse {
-            result: Some(pb::send_response::Result::Foreground(pb::ForegroundResult {
-                viewport: "hi".into(),
-                wait_reason: pb::WaitReason::Prompt as i32,
-                exit_code: Some(0),
-                cwd: "/tmp".into(),
-                session_status: Some(pb::SessionStatus {
-                    state: "running".into(),
+            result: Some(pb::send_response::Result::Foreground(
+                pb::ForegroundResult {
+                    viewport: "hi".into(),
+                    wait_reason: pb::WaitReason::Prompt as i32,
+                    exit_code: Some(0),
+                    cwd: "/tmp".into(),
+                    session_status: Some(pb::SessionStatus {
+                        state: "running".into(),
+                        ..Default::default()
+                    }),
                     ..Default::default()
-                }),
-                ..Default::default()
-            })),
+                },
+            )),
             rendered: String::new(),
         };
         let result = SendResult::from(&foreground);
         assert_eq!(result.wait_reason.as_deref(), Some("prompt"));
         assert_eq!(result.exit_code, Some(0));
-        assert_eq!(result.session_status.map(|s| s.state).as_deref(), Some("running"));
+        assert_eq!(
+            result.session_status.map(|s| s.state).as_deref(),
+            Some("running")
+        );
     }
 }

@@ -73,7 +73,10 @@ impl Drop for Opened {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            tracing::info!(count = sessions.len(), "an MCP session ended; closing its terminals");
+            tracing::info!(
+                count = sessions.len(),
+                "an MCP session ended; closing its terminals"
+            );
             runtime.spawn(close_sessions(shared, sessions));
         }
     }
@@ -172,7 +175,11 @@ impl Terminals {
         }))
     }
 
-    async fn open(&self, args: params::OpenArgs, agent_id: String) -> Result<CallToolResult, Status> {
+    async fn open(
+        &self,
+        args: params::OpenArgs,
+        agent_id: String,
+    ) -> Result<CallToolResult, Status> {
         let request = pb::OpenRequest {
             agent_id: agent_id.clone(),
             r#type: args.type_name.unwrap_or_default(),
@@ -183,9 +190,18 @@ impl Terminals {
             rows: args.rows.unwrap_or(0),
             max_result_bytes: self.shared.max_result_bytes,
         };
-        let response = self.shared.link.client().await?.open(request).await?.into_inner();
+        let response = self
+            .shared
+            .link
+            .client()
+            .await?
+            .open(request)
+            .await?
+            .into_inner();
         let result = results::OpenResult::from(&response);
-        self.opened.lock().push((agent_id, result.session_id.clone()));
+        self.opened
+            .lock()
+            .push((agent_id, result.session_id.clone()));
         Ok(success(response.rendered, &result))
     }
 
@@ -221,7 +237,11 @@ impl Terminals {
         ))
     }
 
-    async fn read(&self, args: params::ReadArgs, agent_id: String) -> Result<CallToolResult, Status> {
+    async fn read(
+        &self,
+        args: params::ReadArgs,
+        agent_id: String,
+    ) -> Result<CallToolResult, Status> {
         let request = pb::ReadRequest {
             agent_id,
             session_id: args.session_id,
@@ -231,7 +251,14 @@ impl Terminals {
             screen: args.screen.unwrap_or(false),
             max_result_bytes: self.shared.max_result_bytes,
         };
-        let response = self.shared.link.client().await?.read(request).await?.into_inner();
+        let response = self
+            .shared
+            .link
+            .client()
+            .await?
+            .read(request)
+            .await?
+            .into_inner();
         Ok(success(
             response.rendered.clone(),
             &results::ReadResult::from(&response),
@@ -248,7 +275,14 @@ impl Terminals {
             session_id: args.session_id,
             signal: args.signal,
         };
-        let response = self.shared.link.client().await?.signal(request).await?.into_inner();
+        let response = self
+            .shared
+            .link
+            .client()
+            .await?
+            .signal(request)
+            .await?
+            .into_inner();
         let result = results::SignalResult {
             delivered: response.delivered,
             target_pgid: response.target_pgid,
@@ -256,12 +290,23 @@ impl Terminals {
         Ok(success(self.cap_line(response.rendered), &result))
     }
 
-    async fn close(&self, args: params::CloseArgs, agent_id: String) -> Result<CallToolResult, Status> {
+    async fn close(
+        &self,
+        args: params::CloseArgs,
+        agent_id: String,
+    ) -> Result<CallToolResult, Status> {
         let request = pb::CloseRequest {
             agent_id: agent_id.clone(),
             session_id: args.session_id.clone(),
         };
-        let response = self.shared.link.client().await?.close(request).await?.into_inner();
+        let response = self
+            .shared
+            .link
+            .client()
+            .await?
+            .close(request)
+            .await?
+            .into_inner();
         self.opened
             .lock()
             .retain(|(agent, id)| !(agent == &agent_id && id == &args.session_id));
@@ -271,7 +316,14 @@ impl Terminals {
 
     async fn list(&self, agent_id: String) -> Result<CallToolResult, Status> {
         let request = pb::ListRequest { agent_id };
-        let response = self.shared.link.client().await?.list(request).await?.into_inner();
+        let response = self
+            .shared
+            .link
+            .client()
+            .await?
+            .list(request)
+            .await?
+            .into_inner();
         let lines: Vec<String> = if response.sessions.is_empty() {
             Vec::new()
         } else {
@@ -320,7 +372,14 @@ impl Terminals {
             agent_id,
             job_id: args.job_id,
         };
-        let response = self.shared.link.client().await?.job_kill(request).await?.into_inner();
+        let response = self
+            .shared
+            .link
+            .client()
+            .await?
+            .job_kill(request)
+            .await?
+            .into_inner();
         let result = results::JobKillResult::from(&response);
         Ok(success(self.cap_line(response.rendered), &result))
     }

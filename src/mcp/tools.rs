@@ -183,9 +183,16 @@ mod tests {
         assert_eq!(tools.len(), 8);
         assert!(json.len() < 12 * 1024, "tools/list is {} bytes", json.len());
         for tool in &tools {
-            assert!(tool.output_schema.is_some(), "{} has an output schema", tool.name);
+            assert!(
+                tool.output_schema.is_some(),
+                "{} has an output schema",
+                tool.name
+            );
             assert!(tool.annotations.is_some(), "{} has annotations", tool.name);
-            assert_eq!(tool.input_schema.get("additionalProperties"), Some(&false.into()));
+            assert_eq!(
+                tool.input_schema.get("additionalProperties"),
+                Some(&false.into())
+            );
         }
     }
 
