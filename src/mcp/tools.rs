@@ -140,9 +140,11 @@ fn tool(
 
 fn input<T: JsonSchema + 'static>() -> JsonObject {
     // The structs derive JsonSchema with an object root, so this cannot fail.
-    schema_for_input::<T>()
+    let mut schema = schema_for_input::<T>()
         .map(|schema| schema.as_ref().clone())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    drop_integer_formats(&mut schema);
+    schema
 }
 
 fn input_arc<T: JsonSchema + 'static>() -> Arc<JsonObject> {
@@ -150,7 +152,34 @@ fn input_arc<T: JsonSchema + 'static>() -> Arc<JsonObject> {
 }
 
 fn output<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    schema_for_output::<T>()
+    let mut schema = schema_for_output::<T>().as_ref().clone();
+    drop_integer_formats(&mut schema);
+    Arc::new(schema)
+}
+
+/// Removes schemars' `format: uint32`-style annotations: JSON Schema defines no such formats
+/// (validators warn about them), and `minimum`/`maximum` say what matters.
+fn drop_integer_formats(schema: &mut JsonObject) {
+    let integer_format = schema
+        .get("format")
+        .and_then(|f| f.as_str())
+        .is_some_and(|f| f.starts_with("int") || f.starts_with("uint"));
+    if integer_format {
+        schema.remove("format");
+    }
+    for value in schema.values_mut() {
+        match value {
+            serde_json::Value::Object(inner) => drop_integer_formats(inner),
+            serde_json::Value::Array(items) => {
+                for item in items {
+                    if let serde_json::Value::Object(inner) = item {
+                        drop_integer_formats(inner);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn set_property(schema: &mut JsonObject, property: &str, key: &str, value: serde_json::Value) {
@@ -182,6 +211,7 @@ mod tests {
         let json = serde_json::to_string(&tools).unwrap();
         assert_eq!(tools.len(), 8);
         assert!(json.len() < 12 * 1024, "tools/list is {} bytes", json.len());
+        assert!(!json.contains("uint"), "no integer formats: {json}");
         for tool in &tools {
             assert!(
                 tool.output_schema.is_some(),
