@@ -123,7 +123,9 @@ async fn serve_stdio(shared: Arc<Shared>, keep: bool) -> Result<(), String> {
     let served = async {
         let running = terminals
             .clone()
-            .serve(rmcp::transport::stdio())
+            // Non-blocking pipes (when the client gave us pipes, as MCP clients do): no hand-off
+            // to a blocking thread per message, which the send latency would pay for.
+            .serve(rmcp::transport::stdio_pipes())
             .await
             .map_err(|e| format!("MCP initialization: {e}"))?;
         running
