@@ -4,6 +4,7 @@
 
 mod actor;
 mod kill;
+mod shell;
 
 use crate::error::{Error, Result};
 use crate::marks::Integration;

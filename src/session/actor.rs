@@ -3,6 +3,7 @@
 //! the caller hanging up and the nearest deadline (send timeout, idle, stdin probe, startup).
 
 use super::kill::JobKill;
+use super::shell::{CommandEnd, CommandSpan, FirstWrite, MarkEffect, Shell, Write};
 use super::{
     Command, JobReport, JobStatus, ReadOutcome, ReadQuery, Ready, SendInput, SendOutcome,
     SessionSpec, SessionState, Sink, Status, status_text, unix_ms,
@@ -44,10 +45,6 @@ const REST_AFTER: Duration = Duration::from_secs(1);
 const PROBE_BACKOFF_MS: [u64; 8] = [1, 2, 4, 10, 25, 50, 100, 250];
 /// Raw-output chunks buffered for `Watch` subscribers before a slow one starts losing chunks.
 const WATCH_BUFFER: usize = 1024;
-/// After a command-end mark, how long the next input waits for the prompt mark that follows
-/// it before it is written anyway (a prompt without marks, such as a theme that rebuilt PS1
-/// late).
-const PROMPT_SETTLE: Duration = Duration::from_millis(200);
 /// How often output updates the state `List` and `JobOutput` waiters see (line count, last
 /// output time) while output keeps coming.
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
@@ -86,10 +83,8 @@ struct ActiveSend {
     started: Instant,
     /// Where the viewport starts when no command-start mark arrives.
     anchor: Position,
-    /// Position of the command-start mark seen during this send.
-    command_start: Option<Position>,
-    /// Exit status and position of the command-end mark that settles this send.
-    command_end: Option<(Option<i32>, Position)>,
+    /// The command marks seen during this send.
+    span: CommandSpan,
     /// Last output or write.
     last_activity: Instant,
     /// The probe found a program blocked reading the terminal.
@@ -108,22 +103,6 @@ enum ActiveSink {
     Job(String),
 }
 
-/// Where a send's input goes, as it was when the send began.
-#[derive(Clone, Copy)]
-struct FirstWrite {
-    /// To an integrated shell's line editor at its prompt.
-    at_prompt: bool,
-    /// The shell kept a line it refused: clear it first.
-    clear_kept_line: bool,
-}
-
-/// A command that ended while no send was waiting for it; the next pure wait reports it.
-#[derive(Clone, Copy)]
-struct UnreportedEnd {
-    exit_code: Option<i32>,
-    end: Position,
-}
-
 pub(super) struct Actor {
     spec: Arc<SessionSpec>,
     pty: Pty,
@@ -133,18 +112,13 @@ pub(super) struct Actor {
     /// The master hung up: no process holds the terminal any more.
     eof: bool,
     active: Option<ActiveSend>,
-    /// Input still to be written for the active send.
-    outbox: Vec<u8>,
-    outbox_pos: usize,
-    /// Answers to terminal queries, written before any pending input.
-    replies: Vec<u8>,
+    /// Where the shell is and what input waits to be written.
+    shell: Shell,
     /// Schedule counts of the foreground threads just before the send's input was written; a
     /// reader counts as blocked only once it has moved past them (it has taken the input).
     switches_at_write: std::collections::HashMap<i32, u64>,
     /// The shell's schedule count, opened on first use (see `schedule_counts`).
     shell_counter: Option<waiting::probe::ScheduleCounter>,
-    /// A send's input is about to be written for the first time (see `before_first_write`).
-    first_write: Option<FirstWrite>,
     ready_waiters: Vec<oneshot::Sender<Ready>>,
     ready: bool,
     startup_deadline: Instant,
@@ -154,25 +128,6 @@ pub(super) struct Actor {
     rest_due: Option<Instant>,
     /// Until when the actor polls for the answer to input it just wrote (see `SPIN`).
     spin_until: Option<Instant>,
-    /// The integrated shell is idle at its prompt (a D or A mark and no input since).
-    shell_at_prompt: bool,
-    /// The shell refused the last line and keeps it in its editor: clear it before new input.
-    line_kept: bool,
-    /// An integrated shell has shown its first prompt (its line editor takes input).
-    prompt_seen: bool,
-    /// The probe found the program reading the terminal before any prompt mark (a shell whose
-    /// rc file replaced it, or asks a question): input may go in.
-    reader_seen: bool,
-    /// Position of the latest command-start mark whose end has not been seen.
-    command_start: Option<Position>,
-    unreported: Option<UnreportedEnd>,
-    /// When a command-end mark arrived whose prompt mark has not followed yet. A send settles
-    /// at the end mark, but the next input is written only once the prompt is drawn, so it
-    /// finds the line editor ready (input typed earlier would be echoed twice) and the late
-    /// prompt marks are not taken for the next command's.
-    prompt_pending: Option<Instant>,
-    /// fish's prompt mark came; `prompt_pending` ends when its line editor is up.
-    editor_pending: bool,
     /// Where the previous send's viewport ended.
     last_seen: Position,
     /// When the state was last published, and when a skipped update is due.
@@ -199,31 +154,20 @@ impl Actor {
         Actor {
             terminal: Terminal::new(spec.cols, spec.rows, spec.history_lines, spec.history_bytes),
             startup_deadline: now + spec.startup_timeout,
+            shell: Shell::new(spec.integration),
             spec,
             pty,
             state,
             exit: None,
             eof: false,
             active: None,
-            outbox: Vec::new(),
-            outbox_pos: 0,
-            replies: Vec::new(),
             switches_at_write: std::collections::HashMap::new(),
             shell_counter: None,
-            first_write: None,
             ready_waiters: Vec::new(),
             ready: false,
             last_output: now,
             rest_due: None,
             spin_until: None,
-            shell_at_prompt: false,
-            line_kept: false,
-            prompt_seen: false,
-            reader_seen: false,
-            command_start: None,
-            unreported: None,
-            prompt_pending: None,
-            editor_pending: false,
             last_seen: Position::default(),
             next_probe: Some(now),
             last_publish: now,
@@ -239,24 +183,17 @@ impl Actor {
     pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>, stop: Arc<Notify>) {
         let mut unyielded = 0usize;
         loop {
-            let deadline = self.next_deadline();
-            let replying = !self.replies.is_empty();
-            // Input waits for an integrated shell's first prompt: typed earlier, while the rc
-            // files run, the shell's line editor would not see it.
-            // Input after a command waits for the next prompt to be drawn, so it meets a ready
-            // line editor (typed earlier, the terminal would echo it twice).
-            let writing = replying
-                || (!self.input_gated()
-                    && self.prompt_gate().is_none()
-                    && self.outbox_pos < self.outbox.len());
-            if writing && !replying {
-                self.before_first_write();
+            let now = Instant::now();
+            let deadline = self.next_deadline(now);
+            // The shell decides when input may go in (see `shell.rs`).
+            let write = self.shell.next_write(now);
+            if write == Write::Input
+                && let Some(to) = self.shell.take_first_write()
+            {
+                self.before_first_write(to);
             }
-            let pending: &[u8] = if replying {
-                &self.replies
-            } else {
-                &self.outbox[self.outbox_pos..]
-            };
+            let writing = write != Write::Nothing;
+            let pending = self.shell.pending(write);
             tokio::select! {
                 read = self.pty.read_shared(&READ_BUFFER), if !self.eof => match read {
                     Ok(0) | Err(_) => self.eof = true,
@@ -269,7 +206,7 @@ impl Actor {
                     self.on_exit(exit.unwrap_or(ExitKind::Code(0)));
                 }
                 written = self.pty.write_some(pending), if writing => {
-                    if replying {
+                    if write == Write::Replies {
                         self.on_reply_written(written);
                     } else {
                         self.on_written(written);
@@ -283,7 +220,7 @@ impl Actor {
                     // The caller hung up: stop waiting and release the reservation; what was
                     // written stays written.
                     self.active = None;
-                    self.clear_outbox();
+                    self.shell.drop_input();
                     self.publish();
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => self.on_timer(),
@@ -301,14 +238,14 @@ impl Actor {
         crate::memory::trim_soon();
     }
 
-    fn next_deadline(&self) -> Option<Instant> {
+    fn next_deadline(&self, now: Instant) -> Option<Instant> {
         let startup = (!self.ready).then(|| match self.startup_idle_deadline() {
             Some(idle) => self.startup_deadline.min(idle),
             None => self.startup_deadline,
         });
         let send = self.active.as_ref().map(|a| {
             let d = deadlines(a);
-            let kill = a.killing.as_ref().map(|k| k.next_check(Instant::now()));
+            let kill = a.killing.as_ref().map(|k| k.next_check(now));
             [Some(d.timeout), Some(d.idle), kill]
                 .into_iter()
                 .flatten()
@@ -316,29 +253,12 @@ impl Actor {
                 .expect("non-empty")
         });
         let probe = self.next_probe.filter(|_| self.wants_probe());
-        let prompt_gate = self
-            .prompt_gate()
-            .filter(|_| self.outbox_pos < self.outbox.len());
+        let prompt_gate = self.shell.write_deadline(now);
         let rest = self.rest_due.filter(|_| self.active.is_none());
         [startup, send, probe, self.publish_due, prompt_gate, rest]
             .into_iter()
             .flatten()
             .min()
-    }
-
-    /// Whether input must wait: an integrated shell still running its rc files (no prompt mark
-    /// yet, nobody reading the terminal). Typed then, it would be echoed and lost when the line
-    /// editor starts.
-    fn input_gated(&self) -> bool {
-        self.spec.integration != Integration::None && !self.prompt_seen && !self.reader_seen
-    }
-
-    /// Until when input must wait for the prompt that follows a command-end mark (at most
-    /// `PROMPT_SETTLE`, for a prompt drawn without marks); `None` when it need not wait.
-    fn prompt_gate(&self) -> Option<Instant> {
-        self.prompt_pending
-            .map(|at| at + PROMPT_SETTLE)
-            .filter(|until| Instant::now() < *until)
     }
 
     /// When output silence makes a starting session ready. Integrated shells are ready at their
@@ -351,11 +271,11 @@ impl Actor {
 
     /// Probes run only while someone waits: a send whose input is written, or startup.
     fn wants_probe(&self) -> bool {
-        if !self.ready || (self.input_gated() && self.outbox_pos < self.outbox.len()) {
+        if !self.ready || (self.shell.input_gated() && self.shell.input_pending()) {
             return true;
         }
         self.active.as_ref().is_some_and(|a| {
-            !a.stdin_blocked && self.outbox_pos >= self.outbox.len() && a.command_end.is_none()
+            !a.stdin_blocked && !self.shell.input_pending() && a.span.end.is_none()
         }) && self.exit.is_none()
     }
 
@@ -365,7 +285,7 @@ impl Actor {
             && self
                 .active
                 .as_ref()
-                .is_some_and(|a| a.command_end.is_none() && !a.stdin_blocked)
+                .is_some_and(|a| a.span.end.is_none() && !a.stdin_blocked)
     }
 
     /// Takes whatever output is there, without waiting.
@@ -399,15 +319,13 @@ impl Actor {
             // The program waits for these answers: it is not waiting for the agent until it
             // has taken them.
             self.switches_at_write = waiting::probe::task_switches(self.pty.pid() as i32);
-            self.replies.extend(replies);
+            self.shell.queue_replies(&replies);
         }
         for event in self.terminal.take_marks() {
-            self.on_mark(event.mark, event.at);
+            self.on_mark(&event.mark, event.at);
         }
-        if self.editor_pending && self.terminal.bracketed_paste() {
-            self.editor_pending = false;
-            self.prompt_pending = None;
-        }
+        let terminal = &self.terminal;
+        self.shell.after_output(|| terminal.bracketed_paste());
         self.publish_output();
     }
 
@@ -437,72 +355,22 @@ impl Actor {
         }
     }
 
-    fn on_mark(&mut self, mark: Mark, at: Position) {
-        match mark {
-            Mark::CommandStart => {
-                self.shell_at_prompt = false;
-                self.command_start = Some(at);
-                // A multi-line paste runs several commands: its output starts at the first.
-                if let Some(a) = self.active.as_mut().filter(|a| !a.input.is_pure_wait())
-                    && a.command_start.is_none()
-                {
-                    a.command_start = Some(at);
-                }
+    fn on_mark(&mut self, mark: &Mark, at: Position) {
+        let now = Instant::now();
+        let span = self.active.as_mut().map(|a| &mut a.span);
+        match self.shell.on_mark(mark, at, now, span) {
+            MarkEffect::None => {}
+            MarkEffect::CommandStarted(at) => {
                 let shell = self.pty.pid() as i32;
                 if let Some(kill) = self.active.as_mut().and_then(|a| a.killing.as_mut()) {
-                    let now = Instant::now();
                     kill.arm(now);
                     kill.step(shell, now);
                 }
                 self.set_job_start(at);
             }
-            Mark::CommandEnd(code) => {
-                let had_command = self.command_start.take().is_some();
-                let exit_code = if had_command { code } else { None };
-                self.shell_at_prompt = true;
-                self.prompt_pending = Some(Instant::now());
-                self.editor_pending = false;
-                // An end mark settles a send only once its input is all written: one that
-                // arrives earlier belongs to what ran before (or to the first prompt).
-                let input_written = self.outbox_pos >= self.outbox.len();
-                match self.active.as_mut() {
-                    Some(a) if a.command_end.is_none() && input_written => {
-                        a.command_end = Some((exit_code, at))
-                    }
-                    Some(_) => {}
-                    None if had_command => {
-                        self.unreported = Some(UnreportedEnd { exit_code, end: at })
-                    }
-                    None => {}
-                }
-            }
-            Mark::PromptStart | Mark::InputStart => {
-                if self.spec.integration == Integration::Fish && self.prompt_pending.is_some() {
-                    // fish sends its prompt mark from the `fish_prompt` event, before its line
-                    // editor has the terminal; the editor turns bracketed paste on once it has.
-                    self.editor_pending = true;
-                } else {
-                    self.prompt_pending = None;
-                }
-                self.prompt_seen = true;
-                // With input still waiting to be written, this is the previous command's prompt
-                // (the input waited for it): once written, the shell is busy with the input.
-                if self.command_start.is_none() && self.outbox_pos >= self.outbox.len() {
-                    self.shell_at_prompt = true;
-                }
+            MarkEffect::Prompt => {
                 if !self.ready {
                     self.become_ready("prompt mark");
-                }
-            }
-            Mark::Cwd(_) => {}
-            Mark::LineRejected => {
-                // The shell refused the line and shows its prompt again with the line kept.
-                self.line_kept = true;
-                self.shell_at_prompt = true;
-                self.prompt_pending = None;
-                self.command_start = None;
-                if let Some(a) = self.active.as_mut().filter(|a| a.command_end.is_none()) {
-                    a.command_end = Some((None, at));
                 }
             }
         }
@@ -532,13 +400,11 @@ impl Actor {
     fn on_written(&mut self, written: std::io::Result<usize>) {
         match written {
             Ok(n) => {
-                self.outbox_pos += n;
                 if let Some(a) = self.active.as_mut() {
                     a.last_activity = Instant::now();
                 }
                 self.rearm_probe();
-                if self.outbox_pos >= self.outbox.len() {
-                    self.clear_outbox();
+                if self.shell.input_written(n) {
                     self.spin_until = Some(Instant::now() + SPIN);
                 }
             }
@@ -547,7 +413,7 @@ impl Actor {
                     "writing to terminal session {} failed: {e}",
                     self.spec.id
                 ));
-                self.clear_outbox();
+                self.shell.drop_input();
                 if let Some(a) = self.active.take() {
                     self.fail_active(a, error);
                 }
@@ -556,20 +422,10 @@ impl Actor {
     }
 
     fn on_reply_written(&mut self, written: std::io::Result<usize>) {
-        match written {
-            Ok(n) => {
-                self.replies.drain(..n.min(self.replies.len()));
-            }
-            Err(e) => {
-                tracing::debug!(session = %self.spec.id, error = %e, "answering a terminal query failed");
-                self.replies.clear();
-            }
+        if let Err(e) = &written {
+            tracing::debug!(session = %self.spec.id, error = %e, "answering a terminal query failed");
         }
-    }
-
-    fn clear_outbox(&mut self) {
-        self.outbox.clear();
-        self.outbox_pos = 0;
+        self.shell.replies_written(written.ok());
     }
 
     fn on_timer(&mut self) {
@@ -584,7 +440,7 @@ impl Actor {
             self.publish();
         }
         let shell = self.pty.pid() as i32;
-        if let Some(a) = self.active.as_mut().filter(|a| a.command_end.is_none())
+        if let Some(a) = self.active.as_mut().filter(|a| a.span.end.is_none())
             && let Some(kill) = a.killing.as_mut()
         {
             kill.step(shell, now);
@@ -600,7 +456,7 @@ impl Actor {
     /// before blocking has been read (a shell that printed its prompt mark and then blocked
     /// must be seen at its prompt, not as reading stdin).
     fn probe(&mut self) {
-        if !self.replies.is_empty() {
+        if self.shell.replies_pending() {
             return; // answers to the program's queries are still on their way
         }
         let Some(tty) = self.pty.tty_path().map(str::to_owned) else {
@@ -614,8 +470,7 @@ impl Actor {
         let Some(reader) = waiting::probe::terminal_reader(shell, &tty, password_mode) else {
             return;
         };
-        if self.input_gated() {
-            self.reader_seen = true;
+        if self.shell.reader_opens_gate() {
             self.rearm_probe();
             return;
         }
@@ -641,7 +496,7 @@ impl Actor {
         {
             return; // it has not taken the input written since it blocked
         }
-        if reader.is_shell && self.spec.integration != Integration::None && self.shell_at_prompt {
+        if self.shell.reads_own_prompt(reader.is_shell) {
             return; // the shell's own prompt: the marks settle this
         }
         if !self.ready {
@@ -739,8 +594,10 @@ impl Actor {
                 line: self.last_seen.line.max(1),
                 col: 0,
             },
-            command_start: None,
-            command_end: None,
+            span: CommandSpan {
+                writes_input: !pure_wait,
+                ..CommandSpan::default()
+            },
             last_activity: now,
             stdin_blocked: false,
             unwritten: 0,
@@ -750,23 +607,10 @@ impl Actor {
         };
         if pure_wait {
             // Report a command that ended meanwhile, or an idle prompt, at once.
-            if let Some(done) = self.unreported.take() {
-                active.command_end = Some((done.exit_code, done.end));
-            } else if self.shell_at_prompt && self.spec.integration != Integration::None {
-                active.command_end = Some((None, self.last_seen));
-            }
+            active.span.end = self.shell.begin_wait(self.last_seen);
         } else {
-            let first_write = FirstWrite {
-                at_prompt: self.shell_at_prompt && self.spec.integration != Integration::None,
-                clear_kept_line: self.line_kept,
-            };
-            self.outbox = self.input_bytes(&active.input, first_write);
-            active.input_len = self.outbox.len();
-            self.line_kept = false;
-            self.outbox_pos = 0;
-            self.first_write = Some(first_write);
-            self.shell_at_prompt = false;
-            self.unreported = None;
+            let bracketed_paste = active.input.text.contains('\n') && self.terminal.bracketed_paste();
+            active.input_len = self.shell.begin_input(&active.input, bracketed_paste);
         }
         active.sink = match sink {
             Sink::Reply(r) => ActiveSink::Reply(r),
@@ -805,19 +649,12 @@ impl Actor {
     /// takes the schedule counts the input is judged against, so that what ran meanwhile does
     /// not count as taking it, and encodes multi-line input again, since whether the shell's
     /// line editor takes bracketed paste is known only once its prompt is up.
-    fn before_first_write(&mut self) {
-        let Some(to) = self.first_write.take() else {
-            return;
-        };
+    fn before_first_write(&mut self, to: FirstWrite) {
         self.switches_at_write = self.schedule_counts(to.at_prompt);
-        let bytes = self
-            .active
-            .as_ref()
-            .filter(|a| a.input.text.contains('\n') && self.outbox_pos == 0)
-            .map(|a| self.input_bytes(&a.input, to));
-        if let (Some(bytes), Some(a)) = (bytes, self.active.as_mut()) {
-            a.input_len = bytes.len();
-            self.outbox = bytes;
+        if let Some(a) = self.active.as_mut().filter(|a| a.input.text.contains('\n')) {
+            a.input_len = self
+                .shell
+                .encode_again(&a.input, to, self.terminal.bracketed_paste());
         }
     }
 
@@ -855,38 +692,6 @@ impl Actor {
         })
     }
 
-    /// The bytes a send writes: text (as one bracketed paste when it is multi-line input to an
-    /// integrated shell that enabled it), Enter, then the keys.
-    fn input_bytes(&self, input: &SendInput, to: FirstWrite) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(input.text.len() + 16);
-        let at_shell_prompt = to.at_prompt;
-        if to.clear_kept_line && !input.text.is_empty() {
-            // Clear the refused line the shell kept, so the text is not appended to it.
-            bytes.push(0x15);
-        }
-        let multiline = input.text.contains('\n');
-        if at_shell_prompt && multiline && self.terminal.bracketed_paste() {
-            bytes.extend_from_slice(b"\x1b[200~");
-            bytes.extend_from_slice(input.text.as_bytes());
-            bytes.extend_from_slice(b"\x1b[201~");
-        } else if multiline {
-            // A terminal sends Enter as CR; programs in line mode see each line end.
-            bytes.extend(
-                input
-                    .text
-                    .bytes()
-                    .map(|b| if b == b'\n' { b'\r' } else { b }),
-            );
-        } else {
-            bytes.extend_from_slice(input.text.as_bytes());
-        }
-        if input.submit {
-            bytes.push(b'\r');
-        }
-        bytes.extend_from_slice(&input.keys);
-        bytes
-    }
-
     /// Settles readiness and the active send when their conditions hold.
     fn evaluate(&mut self) {
         let now = Instant::now();
@@ -900,10 +705,10 @@ impl Actor {
         let Some(a) = self.active.as_ref() else {
             return;
         };
-        let input_written = self.outbox_pos >= self.outbox.len();
+        let input_written = !self.shell.input_pending();
         let observed = Observed {
             exited: self.exit.is_some(),
-            prompt_returned: a.command_end.is_some(),
+            prompt_returned: a.span.end.is_some(),
             stdin_blocked: a.stdin_blocked,
             input_written,
         };
@@ -913,8 +718,7 @@ impl Actor {
         let Some(reason) = reason else { return };
         let mut a = self.active.take().expect("checked above");
         if !input_written {
-            a.unwritten = self.outbox.len() - self.outbox_pos;
-            self.clear_outbox();
+            a.unwritten = self.shell.drop_input();
         }
         let outcome = self.outcome(&a, reason);
         self.deliver(a, outcome);
@@ -980,8 +784,8 @@ impl Actor {
     }
 
     fn outcome(&mut self, a: &ActiveSend, reason: WaitReason) -> SendOutcome {
-        let (exit_code, end) = match (reason, a.command_end) {
-            (WaitReason::Prompt, Some((code, end))) => (code, end),
+        let (exit_code, end) = match (reason, a.span.end) {
+            (WaitReason::Prompt, Some(CommandEnd { exit_code, at })) => (exit_code, at),
             (WaitReason::SessionExit, _) => (
                 match self.exit {
                     Some(ExitKind::Code(c)) => Some(c),
@@ -994,7 +798,7 @@ impl Actor {
         let lines = if self.terminal.alternate_screen() {
             self.terminal.visible_screen()
         } else {
-            let start = a.command_start.unwrap_or(a.anchor);
+            let start = a.span.start.unwrap_or(a.anchor);
             self.region_lines(start.line, end)
         };
         self.last_seen = end;
@@ -1171,7 +975,7 @@ impl Actor {
                 // to settle.
                 let shell_is_command = self.spec.integration == Integration::None;
                 let started =
-                    (shell_is_command || a.command_start.is_some()) && a.command_end.is_none();
+                    (shell_is_command || a.span.start.is_some()) && a.span.end.is_none();
                 let now = Instant::now();
                 let mut kill = JobKill::new(reply, started, shell_is_command, now);
                 kill.step(self.pty.pid() as i32, now);
