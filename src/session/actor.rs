@@ -2,23 +2,24 @@
 //! in flight, and runs one `select!` over PTY output, pending input, commands, the child's exit,
 //! the caller hanging up and the nearest deadline (send timeout, idle, stdin probe, startup).
 
+use super::jobs::Jobs;
 use super::kill::JobKill;
-use super::shell::{CommandEnd, CommandSpan, FirstWrite, MarkEffect, Shell, Write};
+use super::send::{ActiveSend, ActiveSink, Ended, StreamSink, caller_gone, line_limit_refusal};
+use super::shell::{FirstWrite, MarkEffect, Shell, Write};
+use super::watchers::Watchers;
 use super::{
-    Command, JobReport, JobStatus, ReadOutcome, ReadQuery, Ready, SendInput, SendOutcome,
-    SessionSpec, SessionState, Sink, Status, status_text, unix_ms,
+    Command, JobStatus, Ready, SendInput, SessionSpec, SessionState, Sink, Status, unix_ms, view,
 };
 use crate::error::{Error, Result};
-use crate::marks::{Integration, Mark, RegionScanner, Utf8Splitter};
+use crate::marks::{Integration, Mark};
 use crate::process::pty::{ExitKind, Pty};
-use crate::render;
 use crate::screen::{Position, Terminal};
-use crate::validate::{KERNEL_LINE_LIMIT, longest_line};
-use crate::waiting::{self, Deadlines, Observed, WaitReason};
-use std::collections::BTreeMap;
+use crate::waiting::{self, Observed, WaitReason};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 /// PTY read buffer: a master read rarely returns more than a few KiB.
 const READ_BUF: usize = 16 * 1024;
@@ -43,65 +44,9 @@ const REST_AFTER: Duration = Duration::from_secs(1);
 /// There is no kernel event for "a reader blocked", so detection latency is the probe step:
 /// quick at first (most programs block at once), then backing off so a long wait costs nothing.
 const PROBE_BACKOFF_MS: [u64; 8] = [1, 2, 4, 10, 25, 50, 100, 250];
-/// Raw-output chunks buffered for `Watch` subscribers before a slow one starts losing chunks.
-const WATCH_BUFFER: usize = 1024;
 /// How often output updates the state `List` and `JobOutput` waiters see (line count, last
 /// output time) while output keeps coming.
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
-/// Raw bytes a streaming caller may fall behind by before the excess is dropped.
-const STREAM_BACKLOG: usize = 8 << 20;
-
-/// A job's bookkeeping, kept after it finished so JobOutput can report it.
-struct JobRecord {
-    status: JobStatus,
-    /// Lines before this one have been returned by JobOutput.
-    consumed: u64,
-    /// The settled send, once finished.
-    outcome: Option<SendOutcome>,
-    /// Why it failed.
-    detail: String,
-    /// Where its output starts (the command-start mark, or the input line).
-    start: Option<Position>,
-    /// Where its output ends, once finished.
-    end: Option<Position>,
-}
-
-/// Raw output forwarding for a streaming send.
-struct StreamSink {
-    chunks: mpsc::Sender<Vec<u8>>,
-    /// Only the command's output region for integrated shells.
-    region: Option<RegionScanner>,
-    utf8: Utf8Splitter,
-    /// Bytes the caller has not accepted yet.
-    backlog: Vec<u8>,
-}
-
-/// The send being waited on.
-struct ActiveSend {
-    input: SendInput,
-    sink: ActiveSink,
-    started: Instant,
-    /// Where the viewport starts when no command-start mark arrives.
-    anchor: Position,
-    /// The command marks seen during this send.
-    span: CommandSpan,
-    /// Last output or write.
-    last_activity: Instant,
-    /// The probe found a program blocked reading the terminal.
-    stdin_blocked: bool,
-    /// Bytes that could not be written before the deadline.
-    unwritten: usize,
-    /// Bytes the send writes in all (text, Enter, keys).
-    input_len: usize,
-    /// Set by JobKill: finish as killed when the command ends or the kill gives up.
-    killing: Option<JobKill>,
-}
-
-enum ActiveSink {
-    Reply(oneshot::Sender<Result<SendOutcome>>),
-    Stream(oneshot::Sender<Result<SendOutcome>>, StreamSink),
-    Job(String),
-}
 
 pub(super) struct Actor {
     spec: Arc<SessionSpec>,
@@ -136,12 +81,9 @@ pub(super) struct Actor {
     /// Next stdin probe and the back-off step that scheduled it.
     next_probe: Option<Instant>,
     probe_step: usize,
-    /// Raw output for `Watch` subscribers (dropped once the program exited).
-    watchers: Option<broadcast::Sender<Arc<[u8]>>>,
-    /// The program exited: watchers get no live feed any more.
-    watch_ended: bool,
-    watch_utf8: Utf8Splitter,
-    jobs: BTreeMap<String, JobRecord>,
+    /// Raw output for `Watch` subscribers.
+    watchers: Watchers,
+    jobs: Jobs,
 }
 
 impl Actor {
@@ -173,10 +115,8 @@ impl Actor {
             last_publish: now,
             publish_due: None,
             probe_step: 0,
-            watchers: None,
-            watch_ended: false,
-            watch_utf8: Utf8Splitter::default(),
-            jobs: BTreeMap::new(),
+            watchers: Watchers::default(),
+            jobs: Jobs::default(),
         }
     }
 
@@ -243,15 +183,7 @@ impl Actor {
             Some(idle) => self.startup_deadline.min(idle),
             None => self.startup_deadline,
         });
-        let send = self.active.as_ref().map(|a| {
-            let d = deadlines(a);
-            let kill = a.killing.as_ref().map(|k| k.next_check(now));
-            [Some(d.timeout), Some(d.idle), kill]
-                .into_iter()
-                .flatten()
-                .min()
-                .expect("non-empty")
-        });
+        let send = self.active.as_ref().map(|a| a.next_deadline(now));
         let probe = self.next_probe.filter(|_| self.wants_probe());
         let prompt_gate = self.shell.write_deadline(now);
         let rest = self.rest_due.filter(|_| self.active.is_none());
@@ -331,27 +263,9 @@ impl Actor {
 
     /// Sends raw output to watchers and to a streaming caller.
     fn forward(&mut self, bytes: &[u8]) {
-        if let Some(w) = &self.watchers
-            && w.receiver_count() > 0
-        {
-            let piece = self.watch_utf8.split(bytes);
-            if !piece.is_empty() {
-                let _ = w.send(piece.into());
-            }
-        }
-        if let Some(ActiveSend {
-            sink: ActiveSink::Stream(_, s),
-            ..
-        }) = self.active.as_mut()
-        {
-            let mut picked = Vec::new();
-            match s.region.as_mut() {
-                Some(region) => region.scan(bytes, &mut picked),
-                None => picked.extend_from_slice(bytes),
-            }
-            let piece = s.utf8.split(&picked);
-            s.backlog.extend_from_slice(&piece);
-            flush_stream(s);
+        self.watchers.forward(bytes);
+        if let Some(a) = self.active.as_mut() {
+            a.forward(bytes);
         }
     }
 
@@ -377,23 +291,15 @@ impl Actor {
     }
 
     fn set_job_start(&mut self, at: Position) {
-        if let Some(ActiveSend {
-            sink: ActiveSink::Job(id),
-            ..
-        }) = &self.active
-            && let Some(job) = self.jobs.get_mut(id)
-            && job.start.is_none()
-        {
-            job.start = Some(at);
-            job.consumed = at.line;
+        if let Some(id) = self.active.as_ref().and_then(ActiveSend::job_id) {
+            self.jobs.command_started(id, at);
         }
     }
 
     fn on_exit(&mut self, kind: ExitKind) {
         self.exit = Some(kind);
         // Watchers see the stream end with the program.
-        self.watchers = None;
-        self.watch_ended = true;
+        self.watchers.end();
         self.publish();
     }
 
@@ -415,7 +321,7 @@ impl Actor {
                 ));
                 self.shell.drop_input();
                 if let Some(a) = self.active.take() {
-                    self.fail_active(a, error);
+                    self.end_send(a.fail(error));
                 }
             }
         }
@@ -520,126 +426,67 @@ impl Actor {
                 }
             }
             Command::Read(query, reply) => {
-                let _ = reply.send(self.read(query));
+                let _ = reply.send(view::read(&self.terminal, query));
             }
             Command::Send(input, sink) => self.begin_send(input, sink),
             Command::Watch(replay, reply) => {
-                let total = self.terminal.total_lines();
-                let from = total.saturating_sub(u64::from(replay.min(10_000))) + 1;
-                let lines = if replay == 0 {
-                    Vec::new()
-                } else {
-                    self.terminal.lines(from, total)
-                };
-                // The channel is made for the first watcher: its buffer costs memory that idle
-                // sessions need not pay.
-                let live = (!self.watch_ended).then(|| {
-                    self.watchers
-                        .get_or_insert_with(|| broadcast::channel(WATCH_BUFFER).0)
-                        .subscribe()
-                });
-                let _ = reply.send((lines, live));
+                let lines = view::replay(&self.terminal, replay);
+                let _ = reply.send((lines, self.watchers.subscribe()));
             }
             Command::JobOutput(id, cap, reply) => {
-                let _ = reply.send(self.job_output(&id, cap));
+                let integrated = self.spec.integration != Integration::None;
+                let report = self.jobs.report(&id, cap, &self.terminal, integrated);
+                let _ = reply.send(report);
             }
             Command::JobKill(id, reply) => self.job_kill(&id, reply),
-        }
-    }
-
-    fn busy_error(&self) -> Error {
-        match &self.active {
-            Some(ActiveSend {
-                sink: ActiveSink::Job(id),
-                ..
-            }) => Error::FailedPrecondition(format!(
-                "terminal session {} is busy with background job {id}; wait for it with JobOutput or stop it with JobKill",
-                self.spec.id
-            )),
-            _ => Error::FailedPrecondition(format!(
-                "terminal session {} is busy with another send; wait for it to return",
-                self.spec.id
-            )),
+            Command::Signal(signal, reply) => {
+                let _ = reply.send(self.signal(signal));
+            }
         }
     }
 
     fn begin_send(&mut self, input: SendInput, sink: Sink) {
-        let refusal = if self.active.is_some() {
-            Some(self.busy_error())
+        let refusal = if let Some(a) = &self.active {
+            Some(a.busy_error(&self.spec.id))
         } else if self.exit.is_some() {
-            Some(Error::FailedPrecondition(format!(
-                "terminal session {} has exited",
-                self.spec.id
-            )))
+            Some(self.exited_error())
         } else {
-            self.line_limit_refusal(&input)
+            line_limit_refusal(&input.text, || {
+                use nix::sys::termios::LocalFlags;
+                self.pty
+                    .termios()
+                    .is_some_and(|t| t.local_flags.contains(LocalFlags::ICANON))
+            })
         };
         if let Some(error) = refusal {
-            match sink {
-                Sink::Reply(r) | Sink::Stream(r, _) => {
-                    let _ = r.send(Err(error));
-                }
-                Sink::Job(_, r) => {
-                    let _ = r.send(Err(error));
-                }
-            }
+            sink.refuse(error);
             return;
         }
         let now = Instant::now();
-        let pure_wait = input.is_pure_wait();
-        let mut active = ActiveSend {
-            sink: ActiveSink::Reply(oneshot::channel().0),
-            started: now,
-            anchor: Position {
-                line: self.last_seen.line.max(1),
-                col: 0,
-            },
-            span: CommandSpan {
-                writes_input: !pure_wait,
-                ..CommandSpan::default()
-            },
-            last_activity: now,
-            stdin_blocked: false,
-            unwritten: 0,
-            input_len: 0,
-            killing: None,
-            input,
+        let anchor = Position {
+            line: self.last_seen.line.max(1),
+            col: 0,
         };
-        if pure_wait {
-            // Report a command that ended meanwhile, or an idle prompt, at once.
-            active.span.end = self.shell.begin_wait(self.last_seen);
-        } else {
-            let bracketed_paste = active.input.text.contains('\n') && self.terminal.bracketed_paste();
-            active.input_len = self.shell.begin_input(&active.input, bracketed_paste);
-        }
-        active.sink = match sink {
+        let sink = match sink {
             Sink::Reply(r) => ActiveSink::Reply(r),
-            Sink::Stream(r, chunks) => ActiveSink::Stream(
-                r,
-                StreamSink {
-                    chunks,
-                    region: (self.spec.integration != Integration::None)
-                        .then(|| RegionScanner::new(self.spec.integration)),
-                    utf8: Utf8Splitter::default(),
-                    backlog: Vec::new(),
-                },
-            ),
+            Sink::Stream(r, chunks) => {
+                ActiveSink::Stream(r, StreamSink::new(chunks, self.spec.integration))
+            }
             Sink::Job(id, confirm) => {
-                self.jobs.insert(
-                    id.clone(),
-                    JobRecord {
-                        status: JobStatus::Running,
-                        consumed: active.anchor.line,
-                        outcome: None,
-                        detail: String::new(),
-                        start: None,
-                        end: None,
-                    },
-                );
+                self.jobs.start(id.clone(), anchor.line);
                 let _ = confirm.send(Ok(()));
                 ActiveSink::Job(id)
             }
         };
+        let mut active = ActiveSend::new(input, sink, anchor, now);
+        if active.input.is_pure_wait() {
+            // Report a command that ended meanwhile, or an idle prompt, at once.
+            active.span.end = self.shell.begin_wait(self.last_seen);
+        } else {
+            let bracketed_paste =
+                active.input.text.contains('\n') && self.terminal.bracketed_paste();
+            active.input_len = self.shell.begin_input(&active.input, bracketed_paste);
+        }
         self.active = Some(active);
         self.rearm_probe();
         self.publish();
@@ -674,24 +521,6 @@ impl Actor {
         waiting::probe::task_switches(shell)
     }
 
-    /// Refuses a line that a program reading in line mode would lose past the kernel's limit.
-    fn line_limit_refusal(&self, input: &SendInput) -> Option<Error> {
-        use nix::sys::termios::LocalFlags;
-        let longest = longest_line(input.text.as_bytes());
-        let canonical = || {
-            self.pty
-                .termios()
-                .is_some_and(|t| t.local_flags.contains(LocalFlags::ICANON))
-        };
-        (longest > KERNEL_LINE_LIMIT && canonical()).then(|| {
-            Error::invalid(format!(
-                "text has a line of {longest} bytes, but the program reads the terminal in line \
-                 mode, where the kernel keeps at most {KERNEL_LINE_LIMIT} bytes of a line; split \
-                 the line or write the data to a file"
-            ))
-        })
-    }
-
     /// Settles readiness and the active send when their conditions hold.
     fn evaluate(&mut self) {
         let now = Instant::now();
@@ -713,258 +542,55 @@ impl Actor {
             input_written,
         };
         let kill_gave_up = a.killing.as_ref().is_some_and(|k| k.gave_up(now));
-        let reason = waiting::decide(&observed, &deadlines(a), now)
+        let reason = waiting::decide(&observed, &a.deadlines(), now)
             .or_else(|| kill_gave_up.then_some(WaitReason::Timeout));
         let Some(reason) = reason else { return };
         let mut a = self.active.take().expect("checked above");
         if !input_written {
             a.unwritten = self.shell.drop_input();
         }
-        let outcome = self.outcome(&a, reason);
-        self.deliver(a, outcome);
-        self.publish();
+        let exit_code = match self.exit {
+            Some(ExitKind::Code(c)) => Some(c),
+            _ => None,
+        };
+        let (outcome, end) =
+            a.outcome(reason, &self.terminal, exit_code, self.status(), self.cwd());
+        self.last_seen = end;
+        self.end_send(a.settle(outcome));
     }
 
-    fn deliver(&mut self, a: ActiveSend, outcome: SendOutcome) {
-        match a.sink {
-            ActiveSink::Reply(r) => {
-                let _ = r.send(Ok(outcome));
-            }
-            ActiveSink::Stream(r, mut s) => {
-                // Whatever is left of the stream goes out before the result.
-                let rest = std::mem::take(&mut s.backlog);
-                if !rest.is_empty() {
-                    let chunks = s.chunks.clone();
-                    tokio::spawn(async move {
-                        let _ = chunks.send(rest).await;
-                        let _ = r.send(Ok(outcome));
-                    });
-                } else {
-                    let _ = r.send(Ok(outcome));
-                }
-            }
-            ActiveSink::Job(id) => {
-                let killed = a.killing.is_some();
-                if let Some(job) = self.jobs.get_mut(&id) {
-                    job.status = if killed {
+    /// Records a job's end (a kill in progress hears how it ended) and publishes that the
+    /// session is free.
+    fn end_send(&mut self, ended: Ended) {
+        if let Ended::Job { id, outcome, kill } = ended {
+            let status = match outcome {
+                Ok(outcome) => {
+                    let killed = kill.is_some();
+                    self.jobs.finish(&id, killed, self.last_seen, outcome);
+                    if killed {
                         JobStatus::Killed
                     } else {
                         JobStatus::Completed
-                    };
-                    job.end = Some(self.last_seen);
-                    job.outcome = Some(outcome);
-                }
-                if let Some(JobKill { waiters, .. }) = a.killing {
-                    let status = if killed {
-                        JobStatus::Killed
-                    } else {
-                        JobStatus::Completed
-                    };
-                    for w in waiters {
-                        let _ = w.send(Some(status));
                     }
                 }
-            }
-        }
-    }
-
-    fn fail_active(&mut self, a: ActiveSend, error: Error) {
-        match a.sink {
-            ActiveSink::Reply(r) | ActiveSink::Stream(r, _) => {
-                let _ = r.send(Err(error));
-            }
-            ActiveSink::Job(id) => {
-                if let Some(job) = self.jobs.get_mut(&id) {
-                    job.status = JobStatus::Failed;
-                    job.detail = error.to_string();
+                Err(error) => {
+                    self.jobs.fail(&id, error.to_string());
+                    JobStatus::Failed
                 }
+            };
+            if let Some(kill) = kill {
+                kill.settled(status);
             }
         }
         self.publish();
-    }
-
-    fn outcome(&mut self, a: &ActiveSend, reason: WaitReason) -> SendOutcome {
-        let (exit_code, end) = match (reason, a.span.end) {
-            (WaitReason::Prompt, Some(CommandEnd { exit_code, at })) => (exit_code, at),
-            (WaitReason::SessionExit, _) => (
-                match self.exit {
-                    Some(ExitKind::Code(c)) => Some(c),
-                    _ => None,
-                },
-                self.terminal.cursor(),
-            ),
-            _ => (None, self.terminal.cursor()),
-        };
-        let lines = if self.terminal.alternate_screen() {
-            self.terminal.visible_screen()
-        } else {
-            let start = a.span.start.unwrap_or(a.anchor);
-            self.region_lines(start.line, end)
-        };
-        self.last_seen = end;
-        let status = self.status();
-        let mut meta = vec![format!("[wait: {}]", reason.name())];
-        if let Some(code) = exit_code {
-            meta.push(format!("[exit code: {code}]"));
-        }
-        meta.push(format!("[session: {}]", status_text(status)));
-        if a.unwritten > 0 {
-            meta.push(format!(
-                "[input incomplete: {} of {} bytes were not written before the deadline]",
-                a.unwritten, a.input_len
-            ));
-        }
-        let capped = render::with_meta(
-            &lines.join("\n"),
-            "(no new output)",
-            &meta,
-            a.input.max_result_bytes,
-        );
-        SendOutcome {
-            viewport: capped.body,
-            reason,
-            status,
-            exit_code,
-            truncated: capped.truncated,
-            cwd: self.cwd(),
-            elapsed: a.started.elapsed(),
-            rendered: capped.rendered,
-        }
-    }
-
-    /// Lines from `start` up to `end` (the end line only when the cursor had left column 0),
-    /// trailing blank lines dropped.
-    fn region_lines(&self, start: u64, end: Position) -> Vec<String> {
-        if end.col == 0 && end.line <= start {
-            return Vec::new();
-        }
-        let last = if end.col == 0 { end.line - 1 } else { end.line };
-        let mut lines = self.terminal.lines(start, last);
-        while lines.last().is_some_and(|l| l.is_empty()) {
-            lines.pop();
-        }
-        lines
-    }
-
-    fn read(&self, q: ReadQuery) -> ReadOutcome {
-        let total = self.terminal.total_lines();
-        let first = self.terminal.first_line().min(total + 1);
-        if q.screen {
-            let lines = self.terminal.visible_screen();
-            let meta = |_| {
-                vec![format!(
-                    "[screen: {} rows; history has {total} lines]",
-                    lines.len()
-                )]
-            };
-            let (capped, _) =
-                render::lines_with_meta(&lines, "(empty screen)", meta, q.max_result_bytes);
-            return ReadOutcome {
-                text: capped.body,
-                total_lines: total,
-                first_line: first,
-                truncated: capped.truncated,
-                rendered: capped.rendered,
-                ..ReadOutcome::default()
-            };
-        }
-        let (begin, end) = match q.from_line {
-            Some(from) => (from.max(first), from.saturating_add(q.count - 1).min(total)),
-            None => {
-                let end = total.saturating_sub(q.offset);
-                (first.max(end.saturating_sub(q.count - 1)).max(1), end)
-            }
-        };
-        let lines = if begin <= end && end >= 1 {
-            self.terminal.lines(begin, end)
-        } else {
-            Vec::new()
-        };
-        if lines.is_empty() {
-            let meta = vec![format!("[lines: none of {total}]")];
-            let capped = render::with_meta("", "(no retained output)", &meta, q.max_result_bytes);
-            return ReadOutcome {
-                total_lines: total,
-                first_line: first,
-                rendered: capped.rendered,
-                ..ReadOutcome::default()
-            };
-        }
-        let meta = |dropped: usize| {
-            vec![format!(
-                "[lines: {}-{end} of {total}]",
-                begin + dropped as u64
-            )]
-        };
-        let (capped, dropped) =
-            render::lines_with_meta(&lines, "(no retained output)", meta, q.max_result_bytes);
-        ReadOutcome {
-            text: capped.body,
-            total_lines: total,
-            first_line: first,
-            line_begin: begin + dropped as u64,
-            line_end: end,
-            truncated: capped.truncated,
-            rendered: capped.rendered,
-        }
-    }
-
-    fn job_output(&mut self, id: &str, cap: usize) -> Option<JobReport> {
-        let integrated = self.spec.integration != Integration::None;
-        let cursor = self.terminal.cursor();
-        let job = self.jobs.get(id)?;
-        let (status, consumed, start, end) = (job.status, job.consumed, job.start, job.end);
-        // While running, only complete lines; an integrated shell's output starts at its C mark.
-        let lines = match (status, end) {
-            (JobStatus::Running, _) if integrated && start.is_none() => Vec::new(),
-            (JobStatus::Running, _) => {
-                let last = cursor.line.saturating_sub(1);
-                if last >= consumed {
-                    self.terminal.lines(consumed, last)
-                } else {
-                    Vec::new()
-                }
-            }
-            (_, Some(end)) => self.region_lines(consumed, end),
-            (_, None) => Vec::new(),
-        };
-        let new_consumed = match status {
-            JobStatus::Running => consumed + lines.len() as u64,
-            _ => end.map_or(consumed, |e| e.line + 1),
-        };
-        let job = self.jobs.get_mut(id)?;
-        job.consumed = new_consumed.max(consumed);
-        // The contract's format; the exit code is in the typed `exit_code` field.
-        let meta = match (&job.outcome, status) {
-            (Some(o), JobStatus::Completed) => {
-                vec![format!("[job: {id} completed: wait: {}]", o.reason.name())]
-            }
-            (_, JobStatus::Failed) => vec![format!("[job: {id} failed: {}]", job.detail)],
-            (_, s) => vec![format!("[job: {id} {}]", s.name())],
-        };
-        let capped = render::with_meta(&lines.join("\n"), "", &meta, cap);
-        let rendered = capped.rendered.trim_start_matches('\n').to_owned();
-        Some(JobReport {
-            status,
-            output: capped.body,
-            truncated: capped.truncated,
-            detail: job.detail.clone(),
-            outcome: job.outcome.clone(),
-            rendered,
-        })
     }
 
     fn job_kill(&mut self, id: &str, reply: oneshot::Sender<Option<JobStatus>>) {
-        let Some(job) = self.jobs.get(id) else {
+        let Some(status) = self.jobs.status(id) else {
             let _ = reply.send(None);
             return;
         };
-        let status = job.status;
-        let Some(a) = self
-            .active
-            .as_mut()
-            .filter(|a| matches!(&a.sink, ActiveSink::Job(j) if j == id))
-        else {
+        let Some(a) = self.active.as_mut().filter(|a| a.job_id() == Some(id)) else {
             let _ = reply.send(Some(status));
             return;
         };
@@ -974,14 +600,46 @@ impl Actor {
                 // An ended command has nothing left to interrupt: the kill just waits for it
                 // to settle.
                 let shell_is_command = self.spec.integration == Integration::None;
-                let started =
-                    (shell_is_command || a.span.start.is_some()) && a.span.end.is_none();
+                let started = (shell_is_command || a.span.start.is_some()) && a.span.end.is_none();
                 let now = Instant::now();
                 let mut kill = JobKill::new(reply, started, shell_is_command, now);
                 kill.step(self.pty.pid() as i32, now);
                 a.killing = Some(kill);
             }
         }
+    }
+
+    /// Delivers `signal` to the terminal's foreground process group, read from the PTY master
+    /// this actor owns, and only while the session's program runs: a pid from `/proc`, read
+    /// elsewhere, could by then name a stranger's group.
+    fn signal(&self, signal: Signal) -> Result<i32> {
+        if self.exit.is_some() {
+            return Err(self.exited_error());
+        }
+        let group = self
+            .pty
+            .foreground_pgid()
+            .filter(|g| *g > 0)
+            .ok_or_else(|| {
+                Error::FailedPrecondition(format!(
+                    "terminal session {} has no foreground process group",
+                    self.spec.id
+                ))
+            })?;
+        if signal == Signal::SIGKILL && group == self.pty.pid() as i32 {
+            return Err(Error::FailedPrecondition(format!(
+                "SIGKILL would kill the shell of terminal session {}; use Close to end the session",
+                self.spec.id
+            )));
+        }
+        killpg(Pid::from_raw(group), signal).map_err(|e| {
+            Error::FailedPrecondition(format!("delivering {} failed: {e}", signal.as_str()))
+        })?;
+        Ok(group)
+    }
+
+    fn exited_error(&self) -> Error {
+        Error::FailedPrecondition(format!("terminal session {} has exited", self.spec.id))
     }
 
     fn become_ready(&mut self, why: &str) {
@@ -995,19 +653,10 @@ impl Actor {
     }
 
     fn ready_info(&self) -> Ready {
-        let cursor = self.terminal.cursor();
         // The MOTD is what came before the prompt line.
-        let upto = if self.spec.integration == Integration::None || self.exit.is_some() {
-            cursor.line
-        } else {
-            cursor.line.saturating_sub(1)
-        };
-        let mut lines = self.terminal.lines(1, upto);
-        while lines.last().is_some_and(|l| l.is_empty()) {
-            lines.pop();
-        }
+        let at_prompt = self.spec.integration != Integration::None && self.exit.is_none();
         Ready {
-            motd: lines.join("\n"),
+            motd: view::motd(&self.terminal, at_prompt),
         }
     }
 
@@ -1054,43 +703,10 @@ impl Actor {
     async fn shutdown(mut self) {
         if let Some(a) = self.active.take() {
             let error = Error::session_not_found(&self.spec.id);
-            self.fail_active(a, error);
+            self.end_send(a.fail(error));
         }
         // Every process of the session, its helper included, is gone when this returns.
         self.pty.terminate(self.spec.close_grace).await;
-    }
-}
-
-fn deadlines(a: &ActiveSend) -> Deadlines {
-    Deadlines {
-        timeout: a.started + a.input.timeout,
-        idle: a.last_activity + a.input.idle,
-    }
-}
-
-/// Hands the backlog to the streaming caller as far as its channel has room; drops the oldest
-/// excess when the caller falls too far behind.
-fn flush_stream(s: &mut StreamSink) {
-    if s.backlog.is_empty() {
-        return;
-    }
-    let piece = std::mem::take(&mut s.backlog);
-    if let Err(mpsc::error::TrySendError::Full(piece)) = s.chunks.try_send(piece) {
-        s.backlog = piece;
-        if s.backlog.len() > STREAM_BACKLOG {
-            let cut = s.backlog.len() - STREAM_BACKLOG;
-            let cut = (cut..s.backlog.len())
-                .find(|&i| s.backlog[i] & 0xC0 != 0x80)
-                .unwrap_or(s.backlog.len());
-            s.backlog.drain(..cut);
-        }
-    }
-}
-
-async fn caller_gone(active: &mut Option<ActiveSend>) {
-    match active.as_mut().map(|a| &mut a.sink) {
-        Some(ActiveSink::Reply(r)) | Some(ActiveSink::Stream(r, _)) => r.closed().await,
-        _ => std::future::pending().await,
     }
 }
 

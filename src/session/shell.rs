@@ -246,8 +246,7 @@ impl Shell {
     pub(super) fn next_write(&self, now: Instant) -> Write {
         if !self.replies.is_empty() {
             Write::Replies
-        } else if self.input_pending() && !self.input_gated() && self.prompt_gate(now).is_none()
-        {
+        } else if self.input_pending() && !self.input_gated() && self.prompt_gate(now).is_none() {
             Write::Input
         } else {
             Write::Nothing
@@ -602,7 +601,12 @@ mod tests {
         run(
             "reader first",
             Integration::Zsh,
-            &[Send("y"), MayWrite(Write::Nothing), Reader, MayWrite(Write::Input)],
+            &[
+                Send("y"),
+                MayWrite(Write::Nothing),
+                Reader,
+                MayWrite(Write::Input),
+            ],
         );
         // Without integration there are no marks to wait for.
         run(
@@ -736,7 +740,15 @@ mod tests {
         run(
             "rejected while waiting",
             Integration::Fish,
-            &[A, Send("echo ("), WriteAll, Abandon, Wait, REJECTED, Settled(Some(None))],
+            &[
+                A,
+                Send("echo ("),
+                WriteAll,
+                Abandon,
+                Wait,
+                REJECTED,
+                Settled(Some(None)),
+            ],
         );
     }
 
@@ -818,13 +830,21 @@ mod tests {
         let now = Instant::now();
         shell.begin_input(&input("echo hi"), false);
         shell.queue_replies(b"\x1b[1;1R");
-        assert_eq!(shell.next_write(now), Write::Replies, "even before a prompt");
+        assert_eq!(
+            shell.next_write(now),
+            Write::Replies,
+            "even before a prompt"
+        );
         assert_eq!(shell.pending(Write::Replies), b"\x1b[1;1R");
         shell.replies_written(Some(3));
         assert_eq!(shell.pending(Write::Replies), b";1R");
         shell.replies_written(None);
         assert!(!shell.replies_pending());
-        assert_eq!(shell.next_write(now), Write::Nothing, "the input still waits");
+        assert_eq!(
+            shell.next_write(now),
+            Write::Nothing,
+            "the input still waits"
+        );
     }
 
     #[test]
