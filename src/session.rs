@@ -1,10 +1,14 @@
 //! One PTY session: the public face of its actor. A `SessionHandle` is a cheap clone holding a
 //! command channel and a `watch` of the state `List` shows; the actor task (`session/actor.rs`)
-//! owns the PTY, the child, the terminal model and the in-flight send.
+//! owns the PTY, the child, the terminal model and the in-flight send. The actor's state is
+//! split by what it is about: the shell's state machine (`shell.rs`, pure), the send in flight
+//! (`send.rs`), jobs (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin
+//! probe's schedule (`probe.rs`) and the Watch feed (`watchers.rs`).
 
 mod actor;
 mod jobs;
 mod kill;
+mod probe;
 mod send;
 mod shell;
 mod view;

@@ -4,7 +4,8 @@
 
 use super::jobs::Jobs;
 use super::kill::JobKill;
-use super::send::{ActiveSend, ActiveSink, Ended, StreamSink, caller_gone, line_limit_refusal};
+use super::probe::ProbeSchedule;
+use super::send::{ActiveSend, ActiveSink, JobEnd, StreamSink, caller_gone, line_limit_refusal};
 use super::shell::{FirstWrite, MarkEffect, Shell, Write};
 use super::watchers::Watchers;
 use super::{
@@ -40,10 +41,6 @@ const SPIN: Duration = Duration::from_micros(250);
 /// Idle time after which a session's screen rests, its emulator grid freed until the next
 /// output or read (most of an idle session's memory; see `Terminal::rest`).
 const REST_AFTER: Duration = Duration::from_secs(1);
-/// Delays between stdin probes while a send waits, restarted by every output chunk and write.
-/// There is no kernel event for "a reader blocked", so detection latency is the probe step:
-/// quick at first (most programs block at once), then backing off so a long wait costs nothing.
-const PROBE_BACKOFF_MS: [u64; 8] = [1, 2, 4, 10, 25, 50, 100, 250];
 /// How often output updates the state `List` and `JobOutput` waiters see (line count, last
 /// output time) while output keeps coming.
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
@@ -59,11 +56,8 @@ pub(super) struct Actor {
     active: Option<ActiveSend>,
     /// Where the shell is and what input waits to be written.
     shell: Shell,
-    /// Schedule counts of the foreground threads just before the send's input was written; a
-    /// reader counts as blocked only once it has moved past them (it has taken the input).
-    switches_at_write: std::collections::HashMap<i32, u64>,
-    /// The shell's schedule count, opened on first use (see `schedule_counts`).
-    shell_counter: Option<waiting::probe::ScheduleCounter>,
+    /// When the stdin probe runs, and what it judges a reader against.
+    probe: ProbeSchedule,
     ready_waiters: Vec<oneshot::Sender<Ready>>,
     ready: bool,
     startup_deadline: Instant,
@@ -78,9 +72,6 @@ pub(super) struct Actor {
     /// When the state was last published, and when a skipped update is due.
     last_publish: Instant,
     publish_due: Option<Instant>,
-    /// Next stdin probe and the back-off step that scheduled it.
-    next_probe: Option<Instant>,
-    probe_step: usize,
     /// Raw output for `Watch` subscribers.
     watchers: Watchers,
     jobs: Jobs,
@@ -103,18 +94,15 @@ impl Actor {
             exit: None,
             eof: false,
             active: None,
-            switches_at_write: std::collections::HashMap::new(),
-            shell_counter: None,
+            probe: ProbeSchedule::new(now),
             ready_waiters: Vec::new(),
             ready: false,
             last_output: now,
             rest_due: None,
             spin_until: None,
             last_seen: Position::default(),
-            next_probe: Some(now),
             last_publish: now,
             publish_due: None,
-            probe_step: 0,
             watchers: Watchers::default(),
             jobs: Jobs::default(),
         }
@@ -184,7 +172,7 @@ impl Actor {
             None => self.startup_deadline,
         });
         let send = self.active.as_ref().map(|a| a.next_deadline(now));
-        let probe = self.next_probe.filter(|_| self.wants_probe());
+        let probe = self.probe.next().filter(|_| self.wants_probe());
         let prompt_gate = self.shell.write_deadline(now);
         let rest = self.rest_due.filter(|_| self.active.is_none());
         [startup, send, probe, self.publish_due, prompt_gate, rest]
@@ -231,8 +219,7 @@ impl Actor {
     }
 
     fn rearm_probe(&mut self) {
-        self.probe_step = 0;
-        self.next_probe = Some(Instant::now() + Duration::from_millis(PROBE_BACKOFF_MS[0]));
+        self.probe.rearm(Instant::now());
     }
 
     fn on_output(&mut self, bytes: &[u8]) {
@@ -250,7 +237,7 @@ impl Actor {
         if !replies.is_empty() {
             // The program waits for these answers: it is not waiting for the agent until it
             // has taken them.
-            self.switches_at_write = waiting::probe::task_switches(self.pty.pid() as i32);
+            self.probe.before_replies(self.pty.pid() as i32);
             self.shell.queue_replies(&replies);
         }
         for event in self.terminal.take_marks() {
@@ -351,17 +338,16 @@ impl Actor {
         {
             kill.step(shell, now);
         }
-        if self.next_probe.is_some_and(|at| now >= at) && self.wants_probe() {
-            self.probe();
-            self.probe_step = (self.probe_step + 1).min(PROBE_BACKOFF_MS.len() - 1);
-            self.next_probe = Some(now + Duration::from_millis(PROBE_BACKOFF_MS[self.probe_step]));
+        if self.probe.next().is_some_and(|at| now >= at) && self.wants_probe() {
+            self.run_probe();
+            self.probe.back_off(now);
         }
     }
 
     /// Runs the stdin probe; a positive answer counts only once all output the program wrote
     /// before blocking has been read (a shell that printed its prompt mark and then blocked
     /// must be seen at its prompt, not as reading stdin).
-    fn probe(&mut self) {
+    fn run_probe(&mut self) {
         if self.shell.replies_pending() {
             return; // answers to the program's queries are still on their way
         }
@@ -395,11 +381,7 @@ impl Actor {
         if drained {
             return; // decide again with the new output (and its marks) taken into account
         }
-        if self
-            .switches_at_write
-            .get(&reader.tid)
-            .is_some_and(|before| reader.switches <= *before)
-        {
+        if self.probe.reader_has_not_taken_input(&reader) {
             return; // it has not taken the input written since it blocked
         }
         if self.shell.reads_own_prompt(reader.is_shell) {
@@ -410,7 +392,7 @@ impl Actor {
             return;
         }
         if let Some(a) = self.active.as_mut() {
-            tracing::debug!(session = %self.spec.id, reader = %reader.comm, pid = reader.pid, tid = reader.tid, switches = reader.switches, before = ?self.switches_at_write.get(&reader.tid), "blocked on the terminal");
+            tracing::debug!(session = %self.spec.id, reader = %reader.comm, pid = reader.pid, tid = reader.tid, switches = reader.switches, before = ?self.probe.switches_before(&reader), "blocked on the terminal");
             a.stdin_blocked = true;
         }
     }
@@ -497,28 +479,12 @@ impl Actor {
     /// not count as taking it, and encodes multi-line input again, since whether the shell's
     /// line editor takes bracketed paste is known only once its prompt is up.
     fn before_first_write(&mut self, to: FirstWrite) {
-        self.switches_at_write = self.schedule_counts(to.at_prompt);
+        self.probe.before_write(self.pty.pid() as i32, to.at_prompt);
         if let Some(a) = self.active.as_mut().filter(|a| a.input.text.contains('\n')) {
             a.input_len = self
                 .shell
                 .encode_again(&a.input, to, self.terminal.bracketed_paste());
         }
-    }
-
-    /// Schedule counts of the threads that may take the input about to be written. A shell at
-    /// its prompt is the terminal's foreground and reads on its main thread: one read of a
-    /// file kept open instead of a walk of /proc (this is on every send's path).
-    fn schedule_counts(&mut self, at_prompt: bool) -> std::collections::HashMap<i32, u64> {
-        let shell = self.pty.pid() as i32;
-        if at_prompt && self.spec.integration != Integration::None {
-            if self.shell_counter.is_none() {
-                self.shell_counter = waiting::probe::ScheduleCounter::open(shell);
-            }
-            if let Some(count) = self.shell_counter.as_ref().and_then(|c| c.read()) {
-                return std::collections::HashMap::from([(shell, count)]);
-            }
-        }
-        waiting::probe::task_switches(shell)
     }
 
     /// Settles readiness and the active send when their conditions hold.
@@ -561,8 +527,8 @@ impl Actor {
 
     /// Records a job's end (a kill in progress hears how it ended) and publishes that the
     /// session is free.
-    fn end_send(&mut self, ended: Ended) {
-        if let Ended::Job { id, outcome, kill } = ended {
+    fn end_send(&mut self, ended: Option<JobEnd>) {
+        if let Some(JobEnd { id, outcome, kill }) = ended {
             let status = match outcome {
                 Ok(outcome) => {
                     let killed = kill.is_some();

@@ -54,16 +54,12 @@ pub(super) enum ActiveSink {
     Job(String),
 }
 
-/// What became of a send that ended.
-pub(super) enum Ended {
-    /// Its caller has the result (or hung up).
-    Delivered,
-    /// A job's send: the job table records it.
-    Job {
-        id: String,
-        outcome: std::result::Result<SendOutcome, Error>,
-        kill: Option<JobKill>,
-    },
+/// A job's send that ended, for the job table to record.
+pub(super) struct JobEnd {
+    pub id: String,
+    pub outcome: std::result::Result<SendOutcome, Error>,
+    /// The JobKill in progress, whose callers hear how the job ended.
+    pub kill: Option<JobKill>,
 }
 
 impl ActiveSend {
@@ -164,16 +160,16 @@ impl ActiveSend {
     }
 
     /// Hands the settled send's result to its caller; a job's goes back to the job table.
-    pub(super) fn settle(self, outcome: SendOutcome) -> Ended {
+    pub(super) fn settle(self, outcome: SendOutcome) -> Option<JobEnd> {
         self.end(Ok(outcome))
     }
 
     /// The send could not be carried out.
-    pub(super) fn fail(self, error: Error) -> Ended {
+    pub(super) fn fail(self, error: Error) -> Option<JobEnd> {
         self.end(Err(error))
     }
 
-    fn end(self, outcome: std::result::Result<SendOutcome, Error>) -> Ended {
+    fn end(self, outcome: std::result::Result<SendOutcome, Error>) -> Option<JobEnd> {
         match self.sink {
             ActiveSink::Reply(reply) => {
                 let _ = reply.send(outcome);
@@ -196,14 +192,14 @@ impl ActiveSend {
                 }
             }
             ActiveSink::Job(id) => {
-                return Ended::Job {
+                return Some(JobEnd {
                     id,
                     outcome,
                     kill: self.killing,
-                };
+                });
             }
         }
-        Ended::Delivered
+        None
     }
 }
 
@@ -367,7 +363,14 @@ mod tests {
 
     #[test]
     fn result_metadata_lines() {
-        let cases: [(WaitReason, Option<i32>, Status, usize, &[&str]); 3] = [
+        type Case = (
+            WaitReason,
+            Option<i32>,
+            Status,
+            usize,
+            &'static [&'static str],
+        );
+        let cases: [Case; 3] = [
             (
                 WaitReason::Prompt,
                 Some(0),
