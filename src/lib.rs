@@ -34,7 +34,7 @@ pub mod error;
 pub mod h2_authority;
 pub mod history;
 pub mod marks;
-pub mod memory;
+pub(crate) mod memory;
 pub mod pb;
 pub mod process;
 pub mod registry;

@@ -149,6 +149,7 @@ pub async fn serve_with(
         .process_tracking
         .resolve()
         .map_err(Error::FailedPrecondition)?;
+    crate::process::helper::executable().map_err(Error::FailedPrecondition)?;
     crate::process::reaper::become_subreaper().map_err(Error::io("becoming a child subreaper"))?;
     let _reaper =
         crate::process::reaper::Reaper::start().map_err(Error::io("listening for SIGCHLD"))?;
@@ -234,6 +235,7 @@ pub async fn serve_with(
     let (unix_result, tcp_result, ()) = tokio::join!(unix, tcp, watch);
     // A session opened on a connection that was still draining is closed too.
     terminals.close_all().await;
+    crate::process::cgroup::release();
     drop(integration_dir);
     unix_result.map_err(Error::from)?;
     tcp_result
