@@ -145,11 +145,12 @@ pub async fn serve_with(
     mut config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    crate::process::helper::executable().map_err(Error::FailedPrecondition)?;
     config.process_tracking = config
         .process_tracking
         .resolve()
         .map_err(Error::FailedPrecondition)?;
-    crate::process::helper::executable().map_err(Error::FailedPrecondition)?;
+    let _parent_cgroup = crate::process::cgroup::ReleaseOnDrop;
     crate::process::reaper::become_subreaper().map_err(Error::io("becoming a child subreaper"))?;
     let _reaper =
         crate::process::reaper::Reaper::start().map_err(Error::io("listening for SIGCHLD"))?;
@@ -235,7 +236,6 @@ pub async fn serve_with(
     let (unix_result, tcp_result, ()) = tokio::join!(unix, tcp, watch);
     // A session opened on a connection that was still draining is closed too.
     terminals.close_all().await;
-    crate::process::cgroup::release();
     drop(integration_dir);
     unix_result.map_err(Error::from)?;
     tcp_result

@@ -12,8 +12,8 @@
 //!
 //! The parent is named `ptyd-<daemon pid>-<daemon start time>`: the pid and start time identify
 //! the daemon that made it even after its pid is reused, so a daemon removes exactly the ones
-//! whose owner is gone. Session cgroups inside it are `<n>-<session id>`. [`release`] removes
-//! the parent when the daemon stops. The session's helper joins its cgroup before it runs
+//! whose owner is gone. Session cgroups inside it are `<n>-<session id>`. The first session
+//! creates the parent, and [`ReleaseOnDrop`], held by `serve`, removes it when the daemon stops. The session's helper joins its cgroup before it runs
 //! anything (see [`crate::process::helper`]), so everything the session starts is a member,
 //! whatever it does to its session, parent or environment.
 
@@ -62,7 +62,7 @@ pub fn hierarchy() -> Result<&'static Hierarchy, String> {
 /// Removes this daemon's parent cgroup, once `serve` has closed its sessions. It is only
 /// removed when empty (another `serve` in the same process may still hold sessions there); a
 /// session opened later creates it again.
-pub(crate) fn release() {
+fn release() {
     let Some(Ok(hierarchy)) = HIERARCHY.get() else {
         return;
     };
@@ -100,6 +100,9 @@ fn detect() -> Result<Hierarchy, String> {
     let me = std::process::id();
     let start = procfs::start_time(me as i32).ok_or("cannot read this process's start time")?;
     remove_stale(&base);
+    // The parent doubles as the probe; it is made again by the first session (a process that
+    // only asks whether cgroups work, as `ptyd serve --check-config` or a test does, leaves
+    // nothing behind).
     let parent = base.join(format!("{PREFIX}{me}-{start}"));
     create_parent(&parent).map_err(|e| {
         format!(
@@ -108,8 +111,9 @@ fn detect() -> Result<Hierarchy, String> {
             base.display()
         )
     })?;
-    if !parent.join("cgroup.kill").exists() {
-        let _ = std::fs::remove_dir(&parent);
+    let has_kill = parent.join("cgroup.kill").exists();
+    let _ = std::fs::remove_dir(&parent);
+    if !has_kill {
         return Err("this kernel's cgroup v2 has no cgroup.kill (Linux 5.14 or later)".into());
     }
     // The hierarchy's root may hold processes next to children; any other cgroup should not.
@@ -121,6 +125,16 @@ fn detect() -> Result<Hierarchy, String> {
     }
     tracing::info!(cgroup = %parent.display(), "one cgroup v2 per session");
     Ok(Hierarchy { parent })
+}
+
+/// Removes this daemon's parent cgroup ([`release`]) when dropped: `serve` holds one from
+/// start-up on, so the parent goes however `serve` ends.
+pub(crate) struct ReleaseOnDrop;
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        release();
+    }
 }
 
 /// Creates the daemon's parent cgroup unless it exists.
@@ -288,15 +302,16 @@ impl SessionCgroup {
             .collect();
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let path = hierarchy.parent.join(format!("{n}-{label}"));
-        match std::fs::create_dir(&path) {
-            // The parent went with the last session of an earlier `serve` in this process.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                create_parent(&hierarchy.parent)?;
-                std::fs::create_dir(&path)?;
+        // The parent is made by the first session, and removed when a `serve` ends; another
+        // `serve` in the same process may remove it between the two calls, hence the retries.
+        let mut attempts = 3;
+        loop {
+            create_parent(&hierarchy.parent)?;
+            match std::fs::create_dir(&path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempts > 1 => attempts -= 1,
+                done => return done.map(|()| SessionCgroup { path }),
             }
-            other => other?,
         }
-        Ok(SessionCgroup { path })
     }
 
     /// The cgroup's directory.
