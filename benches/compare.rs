@@ -804,13 +804,6 @@ impl Drop for Tmux {
 // ---------------------------------------------------------------------------------------------
 // /proc helpers
 
-/// A field (1-based, as in proc(5)) of /proc/<pid>/stat.
-fn stat_field(pid: i32, field: usize) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(field - 3)?.parse().ok()
-}
-
 /// VmRSS of `pid` in KiB.
 fn rss_kib(pid: i32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -836,7 +829,7 @@ fn private_kib(pid: i32) -> Option<u64> {
 fn cpu_seconds(pid: i32) -> f64 {
     // SAFETY: sysconf has no preconditions.
     let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let u = stat_field(pid, 14).unwrap_or(0) + stat_field(pid, 15).unwrap_or(0);
+    let u = ptyd::process::procfs::cpu_ticks(pid).unwrap_or(0);
     u as f64 / tick
 }
 
@@ -1293,8 +1286,7 @@ fn case_scale(setup: &Setup, rows: &mut Vec<Row>) {
     // when it is not the daemon): its private memory is ptyd's too.
     let helpers: Vec<i32> = pids
         .iter()
-        .filter_map(|p| stat_field(*p, 4))
-        .map(|pp| pp as i32)
+        .filter_map(|p| ptyd::process::procfs::ppid(*p))
         .filter(|pp| *pp != daemon_pid)
         .collect();
     let helper_private: u64 = helpers.iter().filter_map(|p| private_kib(*p)).sum();

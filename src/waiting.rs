@@ -312,12 +312,7 @@ pub mod probe {
             use std::os::unix::fs::FileExt;
             let mut buf = [0u8; 96];
             let n = self.0.read_at(&mut buf, 0).ok()?;
-            std::str::from_utf8(&buf[..n])
-                .ok()?
-                .split_whitespace()
-                .nth(2)?
-                .parse()
-                .ok()
+            procfs::schedstat_runs(std::str::from_utf8(&buf[..n]).ok()?)
         }
     }
 
@@ -325,9 +320,7 @@ pub mod probe {
     /// field is a third of the cost of formatting `status` for its context-switch counts, and
     /// this runs before every write; kernels without scheduler statistics fall back to those.
     fn switches(pid: i32, tid: i32) -> u64 {
-        if let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat"))
-            && let Some(count) = stat.split_whitespace().nth(2).and_then(|c| c.parse().ok())
-        {
+        if let Some(count) = procfs::runs(pid, tid) {
             return count;
         }
         let Ok(status) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")) else {

@@ -26,6 +26,8 @@ pub struct Stat {
     pub sid: i32,
     /// Field 8: the foreground process group of the controlling terminal (-1 without one).
     pub tpgid: i32,
+    /// Fields 14 and 15: CPU time in user and kernel mode, in clock ticks.
+    pub cpu_ticks: u64,
     /// Field 22: when the process started, in clock ticks after boot; with the pid it
     /// identifies a process even after its pid is reused.
     pub start_time: u64,
@@ -52,6 +54,7 @@ impl Stat {
             pgid: number(5)?,
             sid: number(6)?,
             tpgid: number(8)?,
+            cpu_ticks: field(14)?.parse::<u64>().ok()? + field(15)?.parse::<u64>().ok()?,
             start_time: field(22)?.parse().ok()?,
         })
     }
@@ -83,6 +86,11 @@ pub fn tpgid(pid: i32) -> Option<i32> {
     stat(pid).map(|s| s.tpgid).filter(|&g| g > 0)
 }
 
+/// The CPU time `pid` has used, user and kernel (clock ticks).
+pub fn cpu_ticks(pid: i32) -> Option<u64> {
+    stat(pid).map(|s| s.cpu_ticks)
+}
+
 /// When `pid` started (clock ticks after boot).
 pub fn start_time(pid: i32) -> Option<u64> {
     stat(pid).map(|s| s.start_time)
@@ -102,6 +110,18 @@ pub fn comm(pid: i32) -> Option<String> {
 /// The working directory of `pid`.
 pub fn cwd(pid: i32) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
+}
+
+/// How many times a thread has been put on a CPU, from the text of its
+/// `/proc/<pid>/task/<tid>/schedstat` (time on CPU, time waiting, run count).
+pub fn schedstat_runs(text: &str) -> Option<u64> {
+    text.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// The run count of thread `tid` of `pid` ([`schedstat_runs`]); `None` once it is gone or
+/// without scheduler statistics.
+pub fn runs(pid: i32, tid: i32) -> Option<u64> {
+    schedstat_runs(&std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?)
 }
 
 /// Whether `pid` exists and has not exited (a zombie has exited; only its parent's wait is
@@ -158,7 +178,7 @@ mod tests {
     #[test]
     fn stat_lines_are_parsed_after_the_last_parenthesis() {
         // The tail shared by the cases: fields 3.. with state S, ppid 1, pgid 42, sid 42,
-        // tty 34816, tpgid 77, start time 12345 (field 22).
+        // tty 34816, tpgid 77, utime 1 and stime 2 (fields 14, 15), start time 12345 (22).
         let tail = "S 1 42 42 34816 77 4194560 100 0 0 0 1 2 0 0 20 0 1 0 12345 1000 200";
         let cases: Vec<(String, Option<&str>)> = vec![
             (format!("42 (bash) {tail}"), Some("bash")),
@@ -173,8 +193,16 @@ mod tests {
             assert_eq!(parsed.as_ref().map(|s| s.comm.as_str()), comm, "{line:?}");
             let s = parsed.expect("parsed");
             assert_eq!(
-                (s.state, s.ppid, s.pgid, s.sid, s.tpgid, s.start_time),
-                ('S', 1, 42, 42, 77, 12345),
+                (
+                    s.state,
+                    s.ppid,
+                    s.pgid,
+                    s.sid,
+                    s.tpgid,
+                    s.cpu_ticks,
+                    s.start_time
+                ),
+                ('S', 1, 42, 42, 77, 3, 12345),
                 "{line:?}"
             );
         }
@@ -196,6 +224,19 @@ mod tests {
     }
 
     #[test]
+    fn run_counts_are_the_third_schedstat_field() {
+        for (text, want) in [
+            ("1234567 89012 42\n", Some(42)),
+            ("0 0 0", Some(0)),
+            ("1 2", None),
+            ("1 2 x", None),
+            ("", None),
+        ] {
+            assert_eq!(schedstat_runs(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
     fn this_process_reads_as_itself() {
         let me = std::process::id() as i32;
         let s = stat(me).expect("our own stat");
@@ -206,6 +247,7 @@ mod tests {
         assert_eq!(comm(me), Some(s.comm));
         assert_eq!(cwd(me), std::env::current_dir().ok());
         assert!(pids().contains(&me));
+        assert!(runs(me, me).is_some_and(|n| n > 0), "we have run");
         assert!(children(me).is_empty() || children(me).iter().all(|&c| ppid(c) == Some(me)));
     }
 
