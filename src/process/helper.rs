@@ -27,7 +27,7 @@
 //! session while it keeps reaping, and runs in a Unix session of its own, so nothing aimed at the
 //! daemon's terminal (a Ctrl-C to a foreground `ptyd serve`) reaches it.
 
-use crate::process::{fd, procfs};
+use crate::process::{fd, procfs, reaper};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, kill, sigaction, signal};
@@ -312,28 +312,12 @@ fn start_program(argv: &[OsString]) -> Result<i32, i32> {
         .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
 }
 
-/// Kills every descendant, stopping them first (rescanning until no new one appears) so none
-/// can fork in between. Used only once the daemon is gone.
+/// Kills every descendant, stopping them first so none can fork in between. Used only once
+/// the daemon is gone.
 fn kill_tree() {
     let me = std::process::id() as i32;
-    let mut stopped = std::collections::BTreeSet::new();
-    loop {
-        let found = procfs::live_descendants(me);
-        let new: Vec<i32> = found
-            .iter()
-            .copied()
-            .filter(|p| !stopped.contains(p))
-            .collect();
-        if new.is_empty() {
-            for pid in found {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-            return;
-        }
-        for pid in new {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
-            stopped.insert(pid);
-        }
+    for pid in reaper::stop_all(|| procfs::live_descendants(me)) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
     }
 }
 

@@ -195,24 +195,29 @@ impl Tree<'_> {
         }
     }
 
-    /// Stops every member, rescanning until no new one appears, so nothing can fork a new
-    /// process between the scan and the signal.
+    /// Stops every member (see [`stop_all`]).
     fn stop_all(&self) -> Vec<i32> {
-        let mut frozen = BTreeSet::new();
-        loop {
-            let found = self.scan();
-            let new: Vec<i32> = found
-                .iter()
-                .copied()
-                .filter(|p| !frozen.contains(p))
-                .collect();
-            if new.is_empty() {
-                return found;
-            }
-            for pid in new {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
-                frozen.insert(pid);
-            }
+        stop_all(|| self.scan())
+    }
+}
+
+/// Stops (SIGSTOP) every process `scan` finds, rescanning until no new one appears, so nothing
+/// can fork a new process between the scan and the signal; returns the last scan.
+pub(crate) fn stop_all(scan: impl Fn() -> Vec<i32>) -> Vec<i32> {
+    let mut frozen = BTreeSet::new();
+    loop {
+        let found = scan();
+        let new: Vec<i32> = found
+            .iter()
+            .copied()
+            .filter(|p| !frozen.contains(p))
+            .collect();
+        if new.is_empty() {
+            return found;
+        }
+        for pid in new {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
+            frozen.insert(pid);
         }
     }
 }
