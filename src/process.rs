@@ -4,7 +4,7 @@
 //!
 //! Imports point one way: `pty` uses the others; `reaper` and `cgroup` use `procfs` and `fd`
 //! (`cgroup` also implements `reaper`'s `Members`); `tracking` uses `cgroup`; `helper` uses
-//! `procfs` only; `procfs` and `fd` use nothing of the crate.
+//! `procfs`, `fd` and `reaper`'s `stop_all`; `procfs` and `fd` use nothing of the crate.
 
 pub mod cgroup;
 pub(crate) mod fd;
