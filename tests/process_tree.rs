@@ -4,8 +4,9 @@
 //! `ptyd serve` with ten busy sessions exits 0 and leaves none of their processes; a restarted
 //! daemon removes the session cgroups a crashed one left, and each daemon keeps its session
 //! cgroups in one parent of its own that goes with it; the daemon's environment does not leak
-//! into sessions; the PTY's line discipline follows the session's locale (IUTF8); the TCP
-//! listener demands its bearer token.
+//! into sessions; a daemon without its helper executable refuses to start and says why; the
+//! PTY's line discipline follows the session's locale (IUTF8); the TCP listener demands its
+//! bearer token.
 //!
 //! Cgroup-mode tests need a writable cgroup v2 subtree (root, or a delegated systemd unit); on a
 //! machine without one they print why and pass without running.
@@ -583,6 +584,47 @@ async fn a_daemons_session_cgroups_share_one_parent_removed_at_exit() {
             !parents[0].exists(),
             "the daemon's parent cgroup {} is removed at exit",
             parents[0].display()
+        );
+    })
+    .await;
+}
+
+/// The daemon needs its helper executable beside it: without one it does not start, and says
+/// where it looked and how to build it (`cargo run` builds only `ptyd`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_without_its_helper_says_where_it_looked() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-lonely-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        // A hard link: the running executable's path is the link's, with no helper beside it.
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let lonely = bin.join("ptyd");
+        std::fs::hard_link(env!("CARGO_BIN_EXE_ptyd"), &lonely).expect("link ptyd");
+        let mut cmd = tokio::process::Command::new(&lonely);
+        cmd.env_remove("PTYD_SOCKET")
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .arg("--socket")
+            .arg(dir.path().join("ptyd.sock"))
+            .arg("serve")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let out = tokio::time::timeout(PROCESS_DEADLINE, cmd.output())
+            .await
+            .expect("exits in time")
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "serve refuses to start: {stderr}");
+        let looked_for = bin.join("ptyd-session-helper");
+        assert!(
+            stderr.contains("ptyd-session-helper is not installed beside")
+                && stderr.contains(&looked_for.display().to_string())
+                && stderr.contains("cargo build"),
+            "the error names the helper, where it looked and how to build it: {stderr}"
         );
     })
     .await;
