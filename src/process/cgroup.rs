@@ -13,7 +13,7 @@
 //! The parent is named `ptyd-<daemon pid>-<daemon start time>`: the pid and start time identify
 //! the daemon that made it even after its pid is reused, so a daemon removes exactly the ones
 //! whose owner is gone. Session cgroups inside it are `<n>-<session id>`. The first session
-//! creates the parent, and [`ReleaseOnDrop`], held by `serve`, removes it when the daemon stops. The session's helper joins its cgroup before it runs
+//! creates the parent, and `ReleaseOnDrop`, held by `serve`, removes it when the daemon stops. The session's helper joins its cgroup before it runs
 //! anything (see [`crate::process::helper`]), so everything the session starts is a member,
 //! whatever it does to its session, parent or environment.
 

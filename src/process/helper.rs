@@ -2,22 +2,22 @@
 //! owns the session's whole process tree.
 //!
 //! It is its own executable, `ptyd-session-helper` ([`main`]), installed beside `ptyd`
-//! ([`executable`] finds it). A binary that links nothing but this keeps each idle session's
+//! (`executable` finds it). A binary that links nothing but this keeps each idle session's
 //! helper to the loader's and libc's pages: re-running the daemon's own image as the helper
 //! would relocate the whole image's data for every session, about 250 KiB each, over the
-//! memory bar. The daemon starts it with `argv[0]` = [`ARG0`] and [`HELPER_ENV`] set, the
+//! memory bar. The daemon starts it with `argv[0]` = `ARG0` and `HELPER_ENV` set, the
 //! session's terminal as stdin and stderr and the status pipe as stdout. It needs no code
 //! between fork and exec, so the daemon spawns it with `posix_spawn` (a `vfork`): forking the
 //! big, multi-threaded daemon would copy its page tables with its memory map locked, stalling
 //! every daemon thread that touches memory meanwhile. The helper:
-//! - before anything else joins the session's cgroup ([`CGROUP_ENV`]) when there is one, so
+//! - before anything else joins the session's cgroup (`CGROUP_ENV`) when there is one, so
 //!   everything it starts is born there;
 //! - makes itself a child subreaper, so every orphan of the session — `nohup`, `disown`,
 //!   `setsid`, double-forked daemons, `env -i` (nothing it can do to its environment or session
 //!   changes its ancestry) — reparents to it, never to init or the daemon;
 //! - starts the program as a new session leader with the terminal as its controlling tty (as
 //!   a terminal emulator does), lets go of the terminal itself, and reports on the status pipe
-//!   one line per [`Report`]: the program's pid, then its exit status;
+//!   one line per `Report`: the program's pid, then its exit status;
 //! - reaps every child as it exits (woken by SIGCHLD through a self-pipe) and exits once it
 //!   has none left: its exit means nothing of the session remains, not even a zombie;
 //! - if the daemon dies (the status pipe's reader is gone), kills the whole tree, so a crashed

@@ -11,13 +11,13 @@
 //!   signalled, so nothing forks between the scan and the signal.
 //!
 //! Either way Close escalates SIGHUP (what a closing terminal sends) → `close_grace` → SIGTERM →
-//! [`TERM_GRACE`] → SIGKILL, continuing stopped processes so they can die, and returns once the
+//! `TERM_GRACE` → SIGKILL, continuing stopped processes so they can die, and returns once the
 //! helper has exited: the helper leaves only when it has reaped every descendant, so "helper
 //! gone" means "nothing of the session exists, not even a zombie".
 //!
 //! The daemon itself is a child subreaper too ([`become_subreaper`]), as a second line: if a
 //! helper is killed from inside its session, its orphans come to the daemon instead of init. The
-//! [`Reaper`] task reaps such adopted zombies on SIGCHLD without touching what others wait for:
+//! `Reaper` task reaps such adopted zombies on SIGCHLD without touching what others wait for:
 //! the helpers and shells a session's `Pty` watches, and any other child of the process.
 
 use crate::process::fd;
@@ -57,7 +57,7 @@ pub(crate) fn watch(pid: i32) {
         .insert(pid);
 }
 
-/// Ends [`watch`] for `pid`.
+/// Ends `watch` for `pid`.
 pub(crate) fn unwatch(pid: i32) {
     WATCHED
         .lock()
@@ -69,7 +69,7 @@ pub(crate) fn unwatch(pid: i32) {
 /// from the daemon's and that nobody watches. Everything a PTY session starts lives in another
 /// session, and so does each helper (it starts its own), while the daemon's other children
 /// (anything else this process spawned) share its session. Helpers and shells are
-/// watched ([`watch`]) while their `Pty` waits for them. Returns how many were reaped.
+/// watched (`watch`) while their `Pty` waits for them. Returns how many were reaped.
 pub fn reap_adopted() -> usize {
     let me = std::process::id() as i32;
     let Some(own_sid) = procfs::sid(me) else {
@@ -154,7 +154,7 @@ pub(crate) trait Members {
     async fn wait_gone(&self, within: Duration) -> bool;
 }
 
-/// Ends every member: SIGHUP (what a closing terminal sends), `grace`, SIGTERM, [`TERM_GRACE`],
+/// Ends every member: SIGHUP (what a closing terminal sends), `grace`, SIGTERM, `TERM_GRACE`,
 /// then SIGKILL; each wait ends as soon as nothing is left. Returns whether everything was gone
 /// within [`KILL_WAIT`] of the kill (false only for processes stuck in the kernel).
 pub(crate) async fn escalate(members: &impl Members, grace: Duration) -> bool {
