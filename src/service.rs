@@ -501,12 +501,12 @@ impl Terminals {
         let state = handle.state();
         let pid = handle.pid as i32;
         let running = state.status == Status::Running;
-        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))
+        let cwd = crate::process::procfs::cwd(pid)
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        let foreground = crate::process::reaper::stat_field(pid, 8)
-            .filter(|fg| running && *fg > 0 && *fg != i64::from(pid))
-            .and_then(|fg| crate::process::reaper::command_name(fg as i32))
+        let foreground = crate::process::procfs::tpgid(pid)
+            .filter(|&fg| running && fg != pid)
+            .and_then(crate::process::procfs::comm)
             .unwrap_or_default();
         pb::SessionInfo {
             session_id: handle.spec.id.clone(),

@@ -265,7 +265,7 @@ impl Actor {
                 let shell = self.pty.pid() as i32;
                 if let Some(kill) = self.active.as_mut().and_then(|a| a.killing.as_mut()) {
                     kill.arm(now);
-                    kill.step(shell, now);
+                    kill.step(shell, self.pty.foreground_pgid(), now);
                 }
                 self.set_job_start(at);
             }
@@ -336,7 +336,7 @@ impl Actor {
         if let Some(a) = self.active.as_mut().filter(|a| a.span.end.is_none())
             && let Some(kill) = a.killing.as_mut()
         {
-            kill.step(shell, now);
+            kill.step(shell, self.pty.foreground_pgid(), now);
         }
         if self.probe.next().is_some_and(|at| now >= at) && self.wants_probe() {
             self.run_probe();
@@ -569,7 +569,7 @@ impl Actor {
                 let started = (shell_is_command || a.span.start.is_some()) && a.span.end.is_none();
                 let now = Instant::now();
                 let mut kill = JobKill::new(reply, started, shell_is_command, now);
-                kill.step(self.pty.pid() as i32, now);
+                kill.step(self.pty.pid() as i32, self.pty.foreground_pgid(), now);
                 a.killing = Some(kill);
             }
         }
@@ -634,7 +634,7 @@ impl Actor {
     }
 
     fn cwd(&self) -> String {
-        std::fs::read_link(format!("/proc/{}/cwd", self.pty.pid()))
+        crate::process::procfs::cwd(self.pty.pid() as i32)
             .map(|p| p.display().to_string())
             .unwrap_or_default()
     }
