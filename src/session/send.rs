@@ -21,7 +21,7 @@ const STREAM_BACKLOG: usize = 8 << 20;
 /// The most raw output one stream event carries. Output a slow caller has not taken yet is
 /// coalesced into events of at most this size (fewer, larger messages help a caller catch up),
 /// well under the 4 MiB message limit gRPC clients have by default.
-pub(crate) const STREAM_EVENT_MAX: usize = 256 << 10;
+const STREAM_EVENT_MAX: usize = 256 << 10;
 
 /// The send being waited on.
 pub(super) struct ActiveSend {
