@@ -7,16 +7,21 @@
 //! - [`h2_authority`]: accepts clients that send the socket path as HTTP/2 `:authority`.
 //! - [`service`]: the gRPC `Terminals` service and the error-to-status table.
 //! - [`registry`]: sessions keyed by owner agent; ids; limits.
-//! - [`session`]: one actor task per PTY session.
-//! - [`process`]: the OS side of a session: [`process::pty`] (spawning on a PTY, non-blocking
+//! - [`session`]: one actor task per PTY session: the loop and handlers (`session/actor.rs`),
+//!   the shell's state machine (`shell.rs`, pure), the send in flight (`send.rs`), jobs
+//!   (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin probe's
+//!   schedule (`probe.rs`) and the Watch feed (`watchers.rs`).
+//! - [`process`]: the OS side of a session: `process::pty` (spawning on a PTY, non-blocking
 //!   master I/O), [`process::helper`] (the per-session helper, a subreaper that owns the
-//!   process tree), [`process::cgroup`] (one cgroup v2 per session), [`process::reaper`]
-//!   (finding and ending a session's process tree).
+//!   process tree), [`process::cgroup`] (one cgroup v2 per session, under one parent per
+//!   daemon), [`process::reaper`] (finding and ending a session's process tree),
+//!   [`process::procfs`] (named `/proc` reads), `process::fd` (fd helpers on nix).
 //! - [`screen`]: the terminal emulator plus numbered line history (pure).
 //! - [`history`]: the paged, bounded line store (pure).
 //! - [`marks`]: shell-integration wrappers and OSC 133/7 parsing.
 //! - [`waiting`]: deciding the wait reason (pure).
 //! - [`render`]: byte-capped model-facing text (pure).
+//! - `memory`: one `malloc_trim` after a burst of sessions rests or closes.
 //! - [`validate`]: request checks with messages that name the field (pure).
 //! - [`config`]: terminal types, limits, defaults, environment policy.
 //! - [`acp`]: the ACP agent shim (`ptyd acp`).
@@ -38,7 +43,7 @@ pub mod h2_authority;
 pub mod history;
 pub mod marks;
 pub mod mcp;
-pub mod memory;
+pub(crate) mod memory;
 pub mod pb;
 pub mod process;
 pub mod registry;
