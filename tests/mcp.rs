@@ -929,3 +929,71 @@ async fn http_requires_a_token_and_keeps_agents_apart() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_http_session_that_ends_closes_its_terminals() {
+    timed(async {
+        let server = HttpServer::start("token-carol carol\n").await;
+        let mut first = Bridge::http(&server.url, "token-carol").await;
+        let opened = first.call("terminal_open", json!({})).await;
+        let shell = structured(&opened)["pid"].as_u64().unwrap() as u32;
+        let id = first.id();
+        first.command(json!({"op": "terminate", "id": id})).await;
+        first.response(id).await.expect("DELETE of the MCP session");
+        wait_until(
+            Duration::from_secs(20),
+            "the session's shell is gone",
+            || {
+                let running = process_is_running(shell);
+                async move { !running }
+            },
+        )
+        .await;
+        let mut second = Bridge::http(&server.url, "token-carol").await;
+        let list = second.call("terminal_list", json!({})).await;
+        assert_eq!(structured(&list)["sessions"], json!([]), "{list}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_call_after_the_daemon_went_away_reconnects() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-mcp-reconnect-")
+            .tempdir()
+            .unwrap();
+        let socket = dir.path().join("ptyd.sock");
+        let serve = |socket: PathBuf| {
+            let _ = std::fs::remove_file(&socket);
+            let listener = tokio::net::UnixListener::bind(&socket).expect("bind the socket");
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            // Sessions get a HOME without rc files, as everywhere in these tests.
+            let mut config = ptyd::config::Config::default();
+            let home = support::clean_home().display().to_string();
+            config.env_defaults.push(("HOME".into(), home));
+            let task = tokio::spawn(ptyd::server::serve(listener, config, async move {
+                let _ = stopped.await;
+            }));
+            (stop, task)
+        };
+        let (stop, task) = serve(socket.clone());
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let before = mcp.call("terminal_list", json!({})).await;
+        assert_eq!(structured(&before)["sessions"], json!([]));
+        stop.send(()).unwrap();
+        task.await.unwrap().expect("the daemon stopped cleanly");
+        let gone = mcp.call_refused("terminal_list", json!({})).await;
+        assert!(gone.contains("unavailable"), "{gone}");
+        let (stop, task) = serve(socket.clone());
+        let session = mcp.open().await;
+        let hi = mcp.send(&session, "echo again").await;
+        assert_eq!(structured(&hi)["viewport"], "again");
+        mcp.close_client().await;
+        stop.send(()).unwrap();
+        task.await
+            .unwrap()
+            .expect("the second daemon stopped cleanly");
+    })
+    .await;
+}

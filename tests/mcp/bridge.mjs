@@ -10,8 +10,9 @@
 //!   and its timeout resets on each progress notification), `{"op":"abort","id":N}` (aborts that
 //!   call: the SDK sends notifications/cancelled), `{"op":"raw","id":N,"method":M,"params":P}`
 //!   (a request the SDK does not validate, answered with its error), `{"op":"fetch","id":N,
-//!   "url":U,"headers":H,"body":B}` (a plain HTTP POST), `{"op":"close"}` (closes the
-//!   transport: stdin of the server ends).
+//!   "url":U,"headers":H,"body":B}` (a plain HTTP POST), `{"op":"terminate","id":N}` (HTTP: ends
+//!   the MCP session with DELETE), `{"op":"close"}` (closes the transport: stdin of the server
+//!   ends).
 //! - stdout, one event a line, each with `t` (ms since start): `connected {pid}`, `wire {message}`
 //!   for every message the server sent, `progress {id, progress, message}`, `response {id,
 //!   result|error}`, `stderr {line}`, `closed`.
@@ -134,6 +135,9 @@ readline.createInterface({ input: process.stdin }).on("line", (line) => {
           body: await response.text(),
         })),
       );
+      break;
+    case "terminate":
+      respond(command.id, transport.terminateSession().then(() => ({})));
       break;
     case "close":
       client.close().then(() => {
