@@ -24,6 +24,10 @@ pub struct Connection {
     pub client: Daemon,
     /// The socket the client is connected to (a private one for the in-process daemon).
     pub socket: PathBuf,
+    /// Whether the daemon allows background sends: its config's `allow_background` when it runs
+    /// in this process; assumed true for a daemon on the socket (no RPC reports it; a refused
+    /// background send then says why).
+    pub allow_background: bool,
     in_process: Option<InProcess>,
 }
 
@@ -44,6 +48,7 @@ impl Connection {
             return Ok(Connection {
                 client,
                 socket: socket.to_owned(),
+                allow_background: true,
                 in_process: None,
             });
         }
@@ -95,6 +100,7 @@ pub async fn probe(socket: &Path) -> Option<Daemon> {
 /// Serves a daemon in this process on `<private temp dir>/ptyd.sock` and connects to it.
 async fn start_in_process(verb: &str) -> Result<Connection, String> {
     let config = crate::config::Config::load(None).map_err(|e| e.to_string())?;
+    let allow_background = config.allow_background;
     let dir = tempfile::Builder::new()
         .prefix(&format!("ptyd-{verb}-"))
         .tempdir()
@@ -112,6 +118,7 @@ async fn start_in_process(verb: &str) -> Result<Connection, String> {
     Ok(Connection {
         client,
         socket,
+        allow_background,
         in_process: Some(InProcess {
             shutdown,
             task,

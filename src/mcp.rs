@@ -88,7 +88,7 @@ pub async fn run(global: &Global, options: McpOptions) -> Result<(), String> {
         .await
         .map(|r| r.into_inner().types.into_iter().map(|t| t.name).collect())
         .unwrap_or_else(|_| Vec::new());
-    let background = !options.no_background;
+    let background = !options.no_background && connection.allow_background;
     let shared = Arc::new(Shared {
         link: daemon::Link::new(connection.socket.clone(), connection.client.clone()),
         agent_id: options.agent_id.clone(),

@@ -54,13 +54,18 @@ fn nowhere() -> (tempfile::TempDir, PathBuf) {
 impl Bridge {
     /// `ptyd mcp ARGS` over stdio with `PTYD_SOCKET=socket`.
     async fn stdio(args: &[&str], socket: &Path) -> Bridge {
+        Bridge::stdio_env(args, socket, &[]).await
+    }
+
+    /// `ptyd mcp ARGS` over stdio with `PTYD_SOCKET=socket` and `env` set.
+    async fn stdio_env(args: &[&str], socket: &Path, env: &[(&str, &Path)]) -> Bridge {
         let mut bridge_args = vec![
             "stdio".to_owned(),
             env!("CARGO_BIN_EXE_ptyd").to_owned(),
             "mcp".to_owned(),
         ];
         bridge_args.extend(args.iter().map(|a| a.to_string()));
-        Bridge::start(&bridge_args, socket).await
+        Bridge::start_env(&bridge_args, socket, env).await
     }
 
     /// A client of the HTTP endpoint `url` with bearer `token` ("-" for none).
@@ -70,6 +75,10 @@ impl Bridge {
     }
 
     async fn start(args: &[String], socket: &Path) -> Bridge {
+        Bridge::start_env(args, socket, &[]).await
+    }
+
+    async fn start_env(args: &[String], socket: &Path, env: &[(&str, &Path)]) -> Bridge {
         let dir = bridge_dir();
         assert!(
             dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
@@ -81,6 +90,7 @@ impl Bridge {
             .env("PTYD_SOCKET", socket)
             .env("HOME", support::clean_home())
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -767,6 +777,27 @@ async fn the_daemon_can_switch_background_sends_off() {
         assert!(refused.contains("allow_background"), "{refused}");
         mcp.close_client().await;
         daemon.stop().await;
+
+        // The in-process daemon's config switch also takes the job tools off the list.
+        let config_home = tempfile::tempdir().unwrap();
+        std::fs::create_dir(config_home.path().join("ptyd")).unwrap();
+        std::fs::write(
+            config_home.path().join("ptyd/config.toml"),
+            "allow_background = false\n",
+        )
+        .unwrap();
+        let (_dir, socket) = nowhere();
+        let mut own =
+            Bridge::stdio_env(&[], &socket, &[("XDG_CONFIG_HOME", config_home.path())]).await;
+        let tools = own.list().await;
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert!(!names.contains(&"job_output"), "{names:?}");
+        let send = tools.iter().find(|t| t["name"] == "terminal_send").unwrap();
+        assert!(
+            send["inputSchema"]["properties"]
+                .get("run_in_background")
+                .is_none()
+        );
     })
     .await;
 }
