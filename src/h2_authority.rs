@@ -93,11 +93,6 @@ impl<S> AuthorityFix<S> {
             chunk: vec![0; READ_CHUNK].into_boxed_slice(),
         }
     }
-
-    /// The wrapped connection.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
 }
 
 impl<S: Connected> Connected for AuthorityFix<S> {
