@@ -58,7 +58,12 @@ fn main() -> ExitCode {
         }
         Verb::Acp(options) => {
             init_tracing();
-            match runtime.block_on(ptyd::acp::run(&cli.global, options)) {
+            let socket = cli
+                .global
+                .socket
+                .clone()
+                .unwrap_or_else(ptyd::server::default_socket_path);
+            match runtime.block_on(ptyd::acp::run(&socket, options)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");
