@@ -12,7 +12,7 @@ mod deadline;
 mod refusal;
 mod startup;
 
-pub use startup::{ServeOptions, listeners, run, termination};
+pub use startup::{ServeOptions, run};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -42,7 +42,7 @@ pub fn default_socket_path() -> PathBuf {
 
 /// Binds the daemon's socket at `path`: creates the directory 0700, refuses when a live daemon
 /// answers there, replaces a stale socket file, and sets the socket to 0600.
-pub fn bind(path: &Path) -> Result<UnixListener> {
+pub(crate) fn bind(path: &Path) -> Result<UnixListener> {
     if let Some(dir) = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty() && !d.exists())
@@ -80,7 +80,7 @@ pub fn bind(path: &Path) -> Result<UnixListener> {
 }
 
 /// The socket passed by systemd socket activation (`LISTEN_FDS=1`, fd 3), if any.
-pub fn activated_listener() -> Result<Option<UnixListener>> {
+pub(crate) fn activated_listener() -> Result<Option<UnixListener>> {
     use std::os::fd::FromRawFd;
     let pid_matches = std::env::var("LISTEN_PID")
         .ok()
@@ -110,16 +110,16 @@ pub async fn serve(
 }
 
 /// A TCP listener next to the socket, and the bearer token its clients must send.
-pub struct TcpServing {
+pub(crate) struct TcpServing {
     /// The bound listener.
-    pub listener: TcpListener,
+    pub(crate) listener: TcpListener,
     /// What clients send as `authorization: Bearer <token>`.
-    pub token: String,
+    pub(crate) token: String,
 }
 
 /// Reads the bearer token for `--listen-tcp` from `path`: its trimmed content, which must not
 /// be empty, in a file only its owner can read.
-pub fn read_token_file(path: &Path) -> Result<String> {
+pub(crate) fn read_token_file(path: &Path) -> Result<String> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).map_err(Error::io(format!(
         "reading the token file {}",
@@ -150,7 +150,7 @@ pub fn read_token_file(path: &Path) -> Result<String> {
 /// Sets up process ownership first: resolves `config.process_tracking` (a forced `cgroup`
 /// without a usable cgroup is an error), makes the daemon a child subreaper and reaps what it
 /// adopts.
-pub async fn serve_with(
+pub(crate) async fn serve_with(
     listener: UnixListener,
     tcp: Option<TcpServing>,
     mut config: Config,

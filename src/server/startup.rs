@@ -64,7 +64,7 @@ fn load_config(options: &ServeOptions) -> Result<Option<Config>> {
 }
 
 /// Resolves on the first SIGTERM or SIGINT; the handlers are installed when this returns.
-pub fn termination() -> Result<impl Future<Output = ()> + Send + 'static> {
+pub(crate) fn termination() -> Result<impl Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term =
         signal(SignalKind::terminate()).map_err(Error::io("installing the SIGTERM handler"))?;
@@ -81,7 +81,9 @@ pub fn termination() -> Result<impl Future<Output = ()> + Send + 'static> {
 /// The listeners `options` ask for: the socket systemd passed (socket activation), else one
 /// bound at the socket path (announced on stderr); and the TCP listener with its token when
 /// `listen_tcp` and `token_file` are both given.
-pub async fn listeners(options: &ServeOptions) -> Result<(UnixListener, Option<TcpServing>)> {
+pub(crate) async fn listeners(
+    options: &ServeOptions,
+) -> Result<(UnixListener, Option<TcpServing>)> {
     let unix = match activated_listener()? {
         Some(listener) => {
             tracing::info!("serving the socket passed by systemd socket activation");
