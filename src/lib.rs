@@ -12,15 +12,17 @@
 //! - `registry`: sessions keyed by owner agent; ids; limits as reservations taken before a
 //!   session starts.
 //! - [`session`]: one actor task per PTY session.
-//! - [`process`]: the OS side of a session: [`process::pty`] (spawning on a PTY, non-blocking
+//! - [`process`]: the OS side of a session: `process::pty` (spawning on a PTY, non-blocking
 //!   master I/O), [`process::helper`] (the per-session helper, a subreaper that owns the
-//!   process tree), [`process::cgroup`] (one cgroup v2 per session), [`process::reaper`]
-//!   (finding and ending a session's process tree).
+//!   process tree), [`process::cgroup`] (one cgroup v2 per session, under one parent per
+//!   daemon), [`process::reaper`] (finding and ending a session's process tree),
+//!   [`process::procfs`] (named `/proc` reads), `process::fd` (fd helpers on nix).
 //! - [`screen`]: the terminal emulator plus numbered line history (pure).
 //! - [`history`]: the paged, bounded line store (pure).
 //! - [`marks`]: shell-integration wrappers and OSC 133/7 parsing.
 //! - [`waiting`]: deciding the wait reason (pure).
 //! - [`render`]: byte-capped model-facing text (pure).
+//! - `memory`: one `malloc_trim` after a burst of sessions rests or closes.
 //! - `validate`: request checks with messages that name the field, and the one rule for
 //!   environment names (pure).
 //! - [`config`]: terminal types, limits, defaults, the session environment policy.
@@ -39,7 +41,7 @@ pub mod error;
 pub(crate) mod h2_authority;
 pub mod history;
 pub mod marks;
-pub mod memory;
+pub(crate) mod memory;
 pub mod pb;
 pub mod process;
 pub(crate) mod registry;

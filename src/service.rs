@@ -333,16 +333,12 @@ impl Terminals {
             )));
         }
         let shell = handle.pid as i32;
-        // Field 8 of /proc/<shell>/stat is the terminal's foreground process group.
-        let pgid = crate::process::reaper::stat_field(shell, 8)
-            .filter(|p| *p > 0)
-            .map(|p| p as i32)
-            .ok_or_else(|| {
-                Error::FailedPrecondition(format!(
-                    "terminal session {} has no foreground process group",
-                    req.session_id
-                ))
-            })?;
+        let pgid = crate::process::procfs::tpgid(shell).ok_or_else(|| {
+            Error::FailedPrecondition(format!(
+                "terminal session {} has no foreground process group",
+                req.session_id
+            ))
+        })?;
         if signal == Signal::SIGKILL && pgid == shell {
             return Err(Error::FailedPrecondition(format!(
                 "SIGKILL would kill the shell of terminal session {}; use Close to end the session",
@@ -399,12 +395,12 @@ impl Terminals {
         let state = handle.state();
         let pid = handle.pid as i32;
         let running = state.status == Status::Running;
-        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))
+        let cwd = crate::process::procfs::cwd(pid)
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        let foreground = crate::process::reaper::stat_field(pid, 8)
-            .filter(|fg| running && *fg > 0 && *fg != i64::from(pid))
-            .and_then(|fg| crate::process::reaper::command_name(fg as i32))
+        let foreground = crate::process::procfs::tpgid(pid)
+            .filter(|&fg| running && fg != pid)
+            .and_then(crate::process::procfs::comm)
             .unwrap_or_default();
         pb::session_info(handle, state, cwd, foreground)
     }

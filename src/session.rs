@@ -50,7 +50,7 @@ pub struct SessionSpec {
     pub close_grace: Duration,
     /// How Close finds the session's processes (resolved by `serve`; `Auto` is resolved at
     /// spawn).
-    pub process_tracking: crate::process::reaper::ProcessTracking,
+    pub process_tracking: crate::process::ProcessTracking,
 }
 
 /// How the session's program is doing.

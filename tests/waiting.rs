@@ -1337,15 +1337,9 @@ async fn a_send_whose_caller_hangs_up_releases_the_session() {
 // ---------------------------------------------------------------------------------------------
 // 8. An idle daemon uses no CPU
 
-/// utime + stime of `pid` in clock ticks (fields 14 and 15 of /proc/<pid>/stat).
+/// utime + stime of `pid` in clock ticks.
 fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
-    let after_comm = &stat[stat.rfind(')').expect("comm") + 2..];
-    let fields: Vec<&str> = after_comm.split_whitespace().collect();
-    // after_comm starts at field 3 (state); utime is field 14, stime field 15.
-    let utime: u64 = fields[11].parse().expect("utime");
-    let stime: u64 = fields[12].parse().expect("stime");
-    utime + stime
+    ptyd::process::procfs::cpu_ticks(pid as i32).expect("read /proc stat")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

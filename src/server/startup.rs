@@ -25,7 +25,7 @@ pub struct ServeOptions {
     /// `--token-file` (only with `listen_tcp`).
     pub token_file: Option<PathBuf>,
     /// `--process-tracking`, over the config file's.
-    pub process_tracking: Option<crate::process::reaper::ProcessTracking>,
+    pub process_tracking: Option<crate::process::ProcessTracking>,
 }
 
 /// Runs the daemon as `ptyd serve` does: until SIGTERM or SIGINT, then closes every session.

@@ -452,7 +452,7 @@ impl Actor {
                 if let Some(kill) = self.active.as_mut().and_then(|a| a.killing.as_mut()) {
                     let now = Instant::now();
                     kill.arm(now);
-                    kill.step(shell, now);
+                    kill.step(shell, self.pty.foreground_pgid(), now);
                 }
                 self.set_job_start(at);
             }
@@ -587,7 +587,7 @@ impl Actor {
         if let Some(a) = self.active.as_mut().filter(|a| a.command_end.is_none())
             && let Some(kill) = a.killing.as_mut()
         {
-            kill.step(shell, now);
+            kill.step(shell, self.pty.foreground_pgid(), now);
         }
         if self.next_probe.is_some_and(|at| now >= at) && self.wants_probe() {
             self.probe();
@@ -1174,7 +1174,7 @@ impl Actor {
                     (shell_is_command || a.command_start.is_some()) && a.command_end.is_none();
                 let now = Instant::now();
                 let mut kill = JobKill::new(reply, started, shell_is_command, now);
-                kill.step(self.pty.pid() as i32, now);
+                kill.step(self.pty.pid() as i32, self.pty.foreground_pgid(), now);
                 a.killing = Some(kill);
             }
         }
@@ -1215,7 +1215,7 @@ impl Actor {
     }
 
     fn cwd(&self) -> String {
-        std::fs::read_link(format!("/proc/{}/cwd", self.pty.pid()))
+        crate::process::procfs::cwd(self.pty.pid() as i32)
             .map(|p| p.display().to_string())
             .unwrap_or_default()
     }
