@@ -5,6 +5,7 @@
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
 
 use ptyd::pb::{OpenRequest, WatchRequest};
 use support::*;
@@ -159,6 +160,21 @@ async fn call_with_deadline(
     status(&trailers).expect("grpc-status in the trailers")
 }
 
+/// Waits until `sid` runs no send: the session takes back a send whose caller is gone as soon as
+/// it notices, and a send before that is refused as busy.
+async fn until_free(d: &Daemon, sid: &str) {
+    wait_until(Duration::from_secs(10), "the session is free", || {
+        let mut c = d.client();
+        let sid = sid.to_owned();
+        async move {
+            session_info(&mut c, AGENT, &sid)
+                .await
+                .is_some_and(|s| !s.busy)
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callers_deadline_is_answered_deadline_exceeded() {
     timed(async {
@@ -177,11 +193,13 @@ async fn a_callers_deadline_is_answered_deadline_exceeded() {
         wait.idle_ms = 600_000;
         const DEADLINE_EXCEEDED: &str = "4";
         for round in 0..10 {
+            until_free(&d, &sid).await;
             let (code, message) = call_with_deadline(&d.socket, "Send", &wait, 100).await;
             assert_eq!(code, DEADLINE_EXCEEDED, "round {round}: {message}");
             assert!(message.contains("deadline"), "{message}");
         }
         // A stream whose headers went out in time ends at the deadline, with the same code.
+        until_free(&d, &sid).await;
         let (code, message) = call_with_deadline(&d.socket, "SendStream", &wait, 300).await;
         assert_eq!(code, DEADLINE_EXCEEDED, "SendStream: {message}");
         let watch = WatchRequest {
