@@ -229,6 +229,69 @@ mod tests {
         assert_eq!(&g[9..], [0, 0, 0, 5, 0, 0, 0, 0, b'w', b'h', b'y']);
     }
 
+    /// The frames `refuse` writes after a client sends `input` and hangs up: (type, flags,
+    /// stream id, payload) each.
+    async fn answer_to(input: Vec<u8>) -> Vec<(u8, u8, u32, Vec<u8>)> {
+        let (server, mut client) = UnixStream::pair().unwrap();
+        let refusing = tokio::spawn(refuse(server, "go away".into()));
+        client.write_all(&input).await.unwrap();
+        client.shutdown().await.unwrap();
+        let mut out = Vec::new();
+        client.read_to_end(&mut out).await.unwrap();
+        refusing.await.unwrap();
+        let mut frames = Vec::new();
+        let mut rest = &out[..];
+        while rest.len() >= FRAME_HEAD_LEN {
+            let len = usize::from(rest[0]) << 16 | usize::from(rest[1]) << 8 | usize::from(rest[2]);
+            let id = u32::from_be_bytes([rest[5], rest[6], rest[7], rest[8]]);
+            let payload = rest[FRAME_HEAD_LEN..FRAME_HEAD_LEN + len].to_vec();
+            frames.push((rest[3], rest[4], id, payload));
+            rest = &rest[FRAME_HEAD_LEN + len..];
+        }
+        assert!(rest.is_empty(), "whole frames only: {out:?}");
+        frames
+    }
+
+    #[tokio::test]
+    async fn a_request_gets_permission_denied_then_goaway() {
+        let mut input = PREFACE.to_vec();
+        input.extend(frame(TYPE_SETTINGS, 0, 0, &[0, 4, 0, 0, 0xff, 0xff]));
+        input.extend(frame(0x8, 0, 0, &[0, 0, 0, 1])); // WINDOW_UPDATE, skipped
+        input.extend(frame(TYPE_HEADERS, FLAG_END_HEADERS, 3, &[0x83, 0x86]));
+        let frames = answer_to(input).await;
+        let kinds: Vec<(u8, u8, u32)> = frames.iter().map(|f| (f.0, f.1, f.2)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (TYPE_SETTINGS, 0, 0),
+                (TYPE_SETTINGS, FLAG_ACK, 0),
+                (TYPE_HEADERS, FLAG_END_HEADERS | FLAG_END_STREAM, 3),
+                (TYPE_GOAWAY, 0, 0),
+            ]
+        );
+        assert_eq!(frames[2].3, trailers_only("go away"));
+        assert_eq!(
+            &frames[3].3[..8],
+            [0, 0, 0, 3, 0, 0, 0, 0],
+            "last stream 3, NO_ERROR"
+        );
+        assert_eq!(&frames[3].3[8..], b"go away");
+    }
+
+    #[tokio::test]
+    async fn a_peer_without_a_request_gets_only_goaway() {
+        for input in [
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+            PREFACE.to_vec(),
+            vec![],
+        ] {
+            let frames = answer_to(input.clone()).await;
+            let kinds: Vec<(u8, u32)> = frames.iter().map(|f| (f.0, f.2)).collect();
+            assert_eq!(kinds, [(TYPE_SETTINGS, 0), (TYPE_GOAWAY, 0)], "{input:?}");
+            assert_eq!(&frames[1].3[8..], b"go away");
+        }
+    }
+
     #[test]
     fn the_message_names_the_owner_and_the_peer() {
         let text = message(0, Some(65534), true);
