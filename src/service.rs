@@ -10,8 +10,6 @@ use crate::registry::Registry;
 use crate::render;
 use crate::session::{ReadQuery, SendInput, SessionHandle, SessionSpec, Status};
 use crate::validate;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -323,31 +321,12 @@ impl Terminals {
         Ok(page.into())
     }
 
-    fn signal(&self, req: pb::SignalRequest) -> Result<pb::SignalResponse> {
+    async fn signal(&self, req: pb::SignalRequest) -> Result<pb::SignalResponse> {
         let handle = self.session(&req.agent_id, &req.session_id)?;
         let signal = validate::signal(&req.signal)?;
-        if let Status::Exited(_) = handle.state().status {
-            return Err(Error::FailedPrecondition(format!(
-                "terminal session {} has exited",
-                req.session_id
-            )));
-        }
-        let shell = handle.pid as i32;
-        let pgid = crate::process::procfs::tpgid(shell).ok_or_else(|| {
-            Error::FailedPrecondition(format!(
-                "terminal session {} has no foreground process group",
-                req.session_id
-            ))
-        })?;
-        if signal == Signal::SIGKILL && pgid == shell {
-            return Err(Error::FailedPrecondition(format!(
-                "SIGKILL would kill the shell of terminal session {}; use Close to end the session",
-                req.session_id
-            )));
-        }
-        killpg(Pid::from_raw(pgid), signal).map_err(|e| {
-            Error::FailedPrecondition(format!("delivering {} failed: {e}", signal.as_str()))
-        })?;
+        // The session's actor owns the PTY: it reads the foreground group from the master and
+        // signals only while the session's program runs.
+        let pgid = handle.signal(signal).await?;
         Ok(pb::SignalResponse {
             delivered: true,
             target_pgid: pgid,
@@ -486,7 +465,7 @@ impl pb::terminals_server::Terminals for Terminals {
             "Signal",
             &req.agent_id,
             &req.session_id,
-            self.signal(req.clone()),
+            self.signal(req.clone()).await,
         )
     }
 

@@ -80,11 +80,9 @@ fn list_line(s: &SessionInfo) -> String {
         format!(" ({})", s.name)
     };
     let status = match &s.status {
-        Some(st) if st.state == "exited" => format!(
-            "exited code={} signal={}",
-            st.exit_code.map_or("null".to_owned(), |c| c.to_string()),
-            st.signal.as_deref().unwrap_or("null")
-        ),
+        Some(st) if st.state == "exited" => {
+            crate::session::exited_text(st.exit_code, st.signal.as_deref())
+        }
         _ => format!("running pid={}", s.pid),
     };
     format!("{}{name} [{}] {status}", s.session_id, s.r#type)
