@@ -5,6 +5,9 @@
 //! It reads frame headers only (to find the first request's stream id), never a header block,
 //! and a peer gets a bounded time and number of bytes before the connection is closed.
 
+use crate::h2_authority::{
+    FLAG_END_HEADERS, FLAG_END_STREAM, FRAME_HEAD_LEN, PREFACE, TYPE_HEADERS, write_frame_head,
+};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -17,14 +20,9 @@ const MAX_REFUSED_BYTES: usize = 64 << 10;
 /// another user cannot make the daemon hold many sockets open.
 pub(crate) const MAX_CONCURRENT_REFUSALS: usize = 16;
 
-const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const FRAME_HEAD_LEN: usize = 9;
-const TYPE_HEADERS: u8 = 0x1;
 const TYPE_SETTINGS: u8 = 0x4;
 const TYPE_GOAWAY: u8 = 0x7;
 const FLAG_ACK: u8 = 0x1;
-const FLAG_END_STREAM: u8 = 0x1;
-const FLAG_END_HEADERS: u8 = 0x4;
 /// gRPC's PERMISSION_DENIED.
 const GRPC_PERMISSION_DENIED: u8 = 7;
 
@@ -125,12 +123,14 @@ async fn first_request(stream: &mut UnixStream) -> std::io::Result<Option<u32>> 
 
 /// One HTTP/2 frame.
 fn frame(kind: u8, flags: u8, stream_id: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len() as u32;
     let mut out = Vec::with_capacity(FRAME_HEAD_LEN + payload.len());
-    out.extend_from_slice(&len.to_be_bytes()[1..]);
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&(stream_id & 0x7fff_ffff).to_be_bytes());
+    write_frame_head(
+        &mut out,
+        payload.len(),
+        kind,
+        flags,
+        stream_id & 0x7fff_ffff,
+    );
     out.extend_from_slice(payload);
     out
 }
