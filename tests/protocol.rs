@@ -232,21 +232,22 @@ async fn a_callers_deadline_is_answered_deadline_exceeded() {
     .await;
 }
 
-/// The names `ListServices` returns over reflection `v1` (or `v1alpha`).
-async fn listed_services(channel: tonic::transport::Channel, v1: bool) -> Vec<String> {
-    use tonic_reflection::pb::{v1 as r1, v1alpha as ra};
-    if v1 {
-        let mut client = r1::server_reflection_client::ServerReflectionClient::new(channel);
-        let request = r1::ServerReflectionRequest {
+/// The names `ListServices` returns over one reflection protocol: `$version` is the module of
+/// `tonic_reflection::pb` (`v1` or `v1alpha`, whose generated types differ only in package).
+macro_rules! listed_services {
+    ($version:ident, $channel:expr) => {{
+        use tonic_reflection::pb::$version as r;
+        let mut client = r::server_reflection_client::ServerReflectionClient::new($channel);
+        let request = r::ServerReflectionRequest {
             host: String::new(),
-            message_request: Some(r1::server_reflection_request::MessageRequest::ListServices(
+            message_request: Some(r::server_reflection_request::MessageRequest::ListServices(
                 String::new(),
             )),
         };
         let mut answers = client
             .server_reflection_info(tokio_stream::iter([request]))
             .await
-            .expect("reflection v1 answers")
+            .expect(concat!("reflection ", stringify!($version), " answers"))
             .into_inner();
         match answers
             .message()
@@ -255,45 +256,28 @@ async fn listed_services(channel: tonic::transport::Channel, v1: bool) -> Vec<St
             .expect("one message")
             .message_response
         {
-            Some(r1::server_reflection_response::MessageResponse::ListServicesResponse(l)) => {
-                l.service.into_iter().map(|s| s.name).collect()
-            }
+            Some(r::server_reflection_response::MessageResponse::ListServicesResponse(l)) => l
+                .service
+                .into_iter()
+                .map(|s| s.name)
+                .collect::<Vec<String>>(),
             other => panic!("not a service list: {other:?}"),
         }
-    } else {
-        let mut client = ra::server_reflection_client::ServerReflectionClient::new(channel);
-        let request = ra::ServerReflectionRequest {
-            host: String::new(),
-            message_request: Some(ra::server_reflection_request::MessageRequest::ListServices(
-                String::new(),
-            )),
-        };
-        let mut answers = client
-            .server_reflection_info(tokio_stream::iter([request]))
-            .await
-            .expect("reflection v1alpha answers")
-            .into_inner();
-        match answers
-            .message()
-            .await
-            .expect("an answer")
-            .expect("one message")
-            .message_response
-        {
-            Some(ra::server_reflection_response::MessageResponse::ListServicesResponse(l)) => {
-                l.service.into_iter().map(|s| s.name).collect()
-            }
-            other => panic!("not a service list: {other:?}"),
-        }
-    }
+    }};
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_reflection_protocols_list_every_service() {
     timed(async {
         let d = start_daemon().await;
-        for v1 in [true, false] {
-            let listed = listed_services(unix_channel(&d.socket).await, v1).await;
+        let listings = [
+            ("v1", listed_services!(v1, unix_channel(&d.socket).await)),
+            (
+                "v1alpha",
+                listed_services!(v1alpha, unix_channel(&d.socket).await),
+            ),
+        ];
+        for (version, listed) in listings {
             for service in [
                 "ptyd.v1.Terminals",
                 "grpc.health.v1.Health",
@@ -302,8 +286,7 @@ async fn both_reflection_protocols_list_every_service() {
             ] {
                 assert!(
                     listed.iter().any(|s| s == service),
-                    "reflection {} lists {service}: {listed:?}",
-                    if v1 { "v1" } else { "v1alpha" }
+                    "reflection {version} lists {service}: {listed:?}"
                 );
             }
         }
