@@ -6,8 +6,10 @@
 //! - `terminal`: a terminal send and its card; `pump`: coalescing and capping its output.
 //! - `slash`: slash commands; `wire`: the messages; `text`: pure text helpers.
 //! - `state`: per-connection state. The daemon it talks to comes from [`crate::connection`].
+//! - `error`: the shim's error and the one status-to-ACP-error mapping.
 
 mod agent;
+mod error;
 mod pump;
 mod slash;
 mod state;
@@ -15,7 +17,8 @@ mod terminal;
 mod text;
 mod wire;
 
-use crate::cli::Global;
+pub use error::AcpError;
+use std::path::Path;
 use std::sync::Arc;
 
 /// Longest a terminal send waits: the contract's maximum `timeout_ms` (10 minutes).
@@ -43,14 +46,13 @@ pub struct AcpOptions {
     pub idle_ms: u32,
 }
 
-/// Runs the shim until the client closes stdin, then closes the sessions it opened (unless
+/// Runs the shim against the daemon on `socket` (or one inside this process when none answers
+/// there) until the client closes stdin, then closes the sessions it opened (unless
 /// `--keep-sessions`) and stops the in-process daemon if it started one.
-pub async fn run(global: &Global, options: AcpOptions) -> Result<(), String> {
-    let socket = global
-        .socket
-        .clone()
-        .unwrap_or_else(crate::server::default_socket_path);
-    let connection = crate::connection::Connection::establish(&socket, "acp", "the editor").await?;
+pub async fn run(socket: &Path, options: AcpOptions) -> Result<(), AcpError> {
+    let connection = crate::connection::Connection::establish(socket, "acp", "the editor")
+        .await
+        .map_err(AcpError::InProcessDaemon)?;
     let shim = Arc::new(state::Shim::new(
         connection.client.clone(),
         options.agent_id,
@@ -72,5 +74,5 @@ pub async fn run(global: &Global, options: AcpOptions) -> Result<(), String> {
         shim.close_all().await;
     }
     connection.stop().await;
-    served.map_err(|e| format!("ACP connection: {e}"))
+    Ok(served?)
 }

@@ -2,6 +2,7 @@
 //! socket, or, when none answers, a daemon served inside the front-end's own process on a socket
 //! in a private temp dir (its sessions live as long as the front-end).
 
+use crate::error::Error;
 use crate::pb::TypesRequest;
 use crate::pb::terminals_client::TerminalsClient;
 use std::path::{Path, PathBuf};
@@ -42,7 +43,7 @@ impl Connection {
     /// Connects to the daemon on `socket`, or starts one in this process when none answers
     /// there (and says so once on stderr, naming the front-end `verb` and its `client`, such as
     /// "acp" and "the editor").
-    pub async fn establish(socket: &Path, verb: &str, client: &str) -> Result<Connection, String> {
+    pub async fn establish(socket: &Path, verb: &str, client: &str) -> crate::Result<Connection> {
         if let Some(client) = probe(socket).await {
             tracing::info!(socket = %socket.display(), "using the daemon on the socket");
             return Ok(Connection {
@@ -98,23 +99,21 @@ pub async fn probe(socket: &Path) -> Option<Daemon> {
 }
 
 /// Serves a daemon in this process on `<private temp dir>/ptyd.sock` and connects to it.
-async fn start_in_process(verb: &str) -> Result<Connection, String> {
-    let config = crate::config::Config::load(None).map_err(|e| e.to_string())?;
+async fn start_in_process(verb: &str) -> crate::Result<Connection> {
+    let config = crate::config::Config::load(None)?;
     let allow_background = config.allow_background;
     let dir = tempfile::Builder::new()
         .prefix(&format!("ptyd-{verb}-"))
         .tempdir()
-        .map_err(|e| format!("creating a directory for the in-process daemon: {e}"))?;
+        .map_err(Error::io("creating a directory for the in-process daemon"))?;
     let socket = dir.path().join("ptyd.sock");
     let listener = tokio::net::UnixListener::bind(&socket)
-        .map_err(|e| format!("binding {}: {e}", socket.display()))?;
+        .map_err(Error::io(format!("binding {}", socket.display())))?;
     let (shutdown, stop) = oneshot::channel::<()>();
     let task = tokio::spawn(crate::server::serve(listener, config, async move {
         let _ = stop.await;
     }));
-    let client = crate::client::connect(&socket)
-        .await
-        .map_err(|e| format!("connecting to the in-process daemon: {e}"))?;
+    let client = crate::client::connect(&socket).await?;
     Ok(Connection {
         client,
         socket,

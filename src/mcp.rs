@@ -17,10 +17,9 @@ mod results;
 mod server;
 mod tools;
 
-use crate::cli::Global;
 use rmcp::ServiceExt;
 use server::{Shared, Terminals};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,21 +65,19 @@ pub struct McpOptions {
     pub session_idle_timeout: u64,
 }
 
-/// Runs the server until the client goes away (stdio: stdin closes; or a signal), then closes
-/// the sessions it opened (unless `--keep-sessions` with a running daemon) and stops the
-/// in-process daemon if it started one.
-pub async fn run(global: &Global, options: McpOptions) -> Result<(), String> {
+/// Runs the server against the daemon on `socket` (or one inside this process when none answers
+/// there) until the client goes away (stdio: stdin closes; or a signal), then closes the
+/// sessions it opened (unless `--keep-sessions` with a running daemon) and stops the in-process
+/// daemon if it started one.
+pub async fn run(socket: &Path, options: McpOptions) -> Result<(), String> {
     crate::validate::agent_id(&options.agent_id).map_err(|e| format!("--agent-id: {e}"))?;
     let tokens = match &options.token_file {
         Some(path) => Some(http::read_tokens(path)?),
         None => None,
     };
-    let socket = global
-        .socket
-        .clone()
-        .unwrap_or_else(crate::server::default_socket_path);
-    let connection =
-        crate::connection::Connection::establish(&socket, "mcp", "the MCP client").await?;
+    let connection = crate::connection::Connection::establish(socket, "mcp", "the MCP client")
+        .await
+        .map_err(|e| format!("starting the in-process daemon: {e}"))?;
     let types = connection
         .client
         .clone()

@@ -81,8 +81,8 @@ impl Checked for OpenArgs {
     fn check(&self) -> Result<(), BadParams> {
         range("cols", self.cols, 20, 1000)?;
         range("rows", self.rows, 5, 1000)?;
-        for name in self.env.iter().flat_map(|env| env.keys()) {
-            validate::env_name(name).map_err(|e| BadParams(format!("env: {e}")))?;
+        for (name, value) in self.env.iter().flatten() {
+            validate::env_var(name, value).map_err(|e| BadParams(e.to_string()))?;
         }
         Ok(())
     }
