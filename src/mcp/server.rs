@@ -10,6 +10,7 @@ use super::params::{self, BadParams};
 use super::progress::{self, Reporter};
 use super::results;
 use super::tools::{self, INSTRUCTIONS};
+use crate::connection::Daemon;
 use crate::pb;
 use crate::render;
 use rmcp::model::{
@@ -98,6 +99,11 @@ async fn close_sessions(shared: Arc<Shared>, sessions: Vec<(String, String)>) {
 }
 
 impl Terminals {
+    /// The daemon's client, connecting (again) when there is none.
+    async fn daemon(&self) -> Result<Daemon, Status> {
+        self.shared.link.client().await
+    }
+
     /// A handler for one MCP session; with `close_on_drop`, the terminals it opened end when it
     /// is dropped.
     pub(crate) fn new(shared: Arc<Shared>, close_on_drop: bool) -> Terminals {
@@ -190,14 +196,7 @@ impl Terminals {
             rows: args.rows.unwrap_or(0),
             max_result_bytes: self.shared.max_result_bytes,
         };
-        let response = self
-            .shared
-            .link
-            .client()
-            .await?
-            .open(request)
-            .await?
-            .into_inner();
+        let response = self.daemon().await?.open(request).await?.into_inner();
         let result = results::OpenResult::from(&response);
         self.opened
             .lock()
@@ -223,7 +222,7 @@ impl Terminals {
             idle_ms: args.idle_ms.unwrap_or(0),
             max_result_bytes: self.shared.max_result_bytes,
         };
-        let mut client = self.shared.link.client().await?;
+        let mut client = self.daemon().await?;
         let response = match reporter(context) {
             Some(mut reporter) if !request.run_in_background => {
                 let stream = client.send_stream(request).await?.into_inner();
@@ -251,14 +250,7 @@ impl Terminals {
             screen: args.screen.unwrap_or(false),
             max_result_bytes: self.shared.max_result_bytes,
         };
-        let response = self
-            .shared
-            .link
-            .client()
-            .await?
-            .read(request)
-            .await?
-            .into_inner();
+        let response = self.daemon().await?.read(request).await?.into_inner();
         Ok(success(
             response.rendered.clone(),
             &results::ReadResult::from(&response),
@@ -275,14 +267,7 @@ impl Terminals {
             session_id: args.session_id,
             signal: args.signal,
         };
-        let response = self
-            .shared
-            .link
-            .client()
-            .await?
-            .signal(request)
-            .await?
-            .into_inner();
+        let response = self.daemon().await?.signal(request).await?.into_inner();
         let result = results::SignalResult {
             delivered: response.delivered,
             target_pgid: response.target_pgid,
@@ -299,14 +284,7 @@ impl Terminals {
             agent_id: agent_id.clone(),
             session_id: args.session_id.clone(),
         };
-        let response = self
-            .shared
-            .link
-            .client()
-            .await?
-            .close(request)
-            .await?
-            .into_inner();
+        let response = self.daemon().await?.close(request).await?.into_inner();
         self.opened
             .lock()
             .retain(|(agent, id)| !(agent == &agent_id && id == &args.session_id));
@@ -316,14 +294,7 @@ impl Terminals {
 
     async fn list(&self, agent_id: String) -> Result<CallToolResult, Status> {
         let request = pb::ListRequest { agent_id };
-        let response = self
-            .shared
-            .link
-            .client()
-            .await?
-            .list(request)
-            .await?
-            .into_inner();
+        let response = self.daemon().await?.list(request).await?.into_inner();
         let lines: Vec<String> = if response.sessions.is_empty() {
             Vec::new()
         } else {
@@ -350,7 +321,7 @@ impl Terminals {
             wait_ms,
             max_result_bytes: self.shared.max_result_bytes,
         };
-        let mut client = self.shared.link.client().await?;
+        let mut client = self.daemon().await?;
         let call = client.job_output(request);
         let response = match reporter(context) {
             Some(mut reporter) if wait_ms > 0 => progress::while_waiting(call, &mut reporter).await,
@@ -372,14 +343,7 @@ impl Terminals {
             agent_id,
             job_id: args.job_id,
         };
-        let response = self
-            .shared
-            .link
-            .client()
-            .await?
-            .job_kill(request)
-            .await?
-            .into_inner();
+        let response = self.daemon().await?.job_kill(request).await?.into_inner();
         let result = results::JobKillResult::from(&response);
         Ok(success(self.cap_line(response.rendered), &result))
     }
