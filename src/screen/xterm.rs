@@ -170,7 +170,7 @@ impl Modes {
             // Cursor motion and edits that start from the cursor's column.
             (None, b"", b'A' | b'B' | b'C' | b'D' | b'K' | b'X' | b'P' | b'@' | b'd') => true,
             (Some(b'?'), b"", b'h' | b'l') => {
-                numbers(csi.params).any(|p| matches!(p, 6 | 7 | 47 | 1047 | 1048 | 1049))
+                numbers(csi.params).any(|p| matches!(p, 3 | 6 | 7 | 47 | 1047 | 1048 | 1049))
             }
             (None | Some(b'?'), b"$", b'p') => true,
             _ => false,
@@ -252,6 +252,14 @@ impl Modes {
     fn dec_mode(&mut self, mode: u16, set: bool, state: &mut State) {
         match mode {
             7 => self.autowrap = set,
+            // DECCOLM: the width stays (as in xterm by default), but the screen is cleared,
+            // the margins reset and the cursor homed, as a VT100 and tmux do: programs that
+            // switch expect a blank screen.
+            3 => {
+                self.region = false;
+                state.erase_display(b"\x1b[2J");
+                state.raw(b"\x1b[r\x1b[H");
+            }
             6 => {
                 self.origin = set;
                 state.raw(if set { b"\x1b[?6h" } else { b"\x1b[?6l" });
@@ -295,6 +303,7 @@ impl Modes {
         let encoding = screen.mouse_protocol_encoding();
         Some(match mode {
             1 => screen.application_cursor(),
+            3 => false,
             6 => self.origin,
             7 => self.autowrap,
             25 => !screen.hide_cursor(),
