@@ -271,3 +271,87 @@ fn the_modes_split_across_reads_take_effect() {
         assert_eq!(t.visible_screen(), want, "cut at {cut}");
     }
 }
+
+/// A small deterministic generator.
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+#[test]
+fn how_the_stream_is_cut_makes_no_difference() {
+    // Pieces of every kind the layer handles, between floods of plain lines.
+    let pieces: &[&[u8]] = &[
+        b"\x1b(0lqqk\x1b(B",
+        b"\x1b)0\x0emqj\x0f",
+        b"\x1b[?7l",
+        b"\x1b[?7h",
+        b"\x1b[4h",
+        b"\x1b[4l",
+        b"\x1b[3;10r",
+        b"\x1b[r",
+        b"\x1bD",
+        b"\x1bE",
+        b"\x1bH",
+        b"\x1b[3g",
+        b"\t",
+        b"\x1b[2I",
+        b"\x1b[Z",
+        b"\x1b[s",
+        b"\x1b[u",
+        b"\x1b[?1048h",
+        b"\x1b[?1048l",
+        b"\x1b[?1049h",
+        b"\x1b[?1049l",
+        b"\x1b[?47h",
+        b"\x1b[?47l",
+        b"\x08",
+        b"\x1b[K",
+        b"\x1b[D",
+        b"\x1b[2J",
+        b"\xff\xc3(",
+        "é日👍".as_bytes(),
+        b"\x1b]133;C\x07",
+        b"\x1b]0;title\x1b\\",
+        b"\x1b[31mred\x1b[m",
+        b"\x1b#8",
+        b"\x1b[?3l",
+    ];
+    let mut rng = XorShift(0x5DEE_CE66_D1CE_4E5B);
+    for round in 0..40 {
+        let mut stream = Vec::new();
+        for _ in 0..300 {
+            match rng.below(4) {
+                0 => stream.extend_from_slice(pieces[rng.below(pieces.len())]),
+                1 => stream.extend("x".repeat(rng.below(100)).bytes()),
+                _ => stream.extend(format!("line {}\r\n", rng.below(1000)).bytes()),
+            }
+        }
+        let mut whole = Terminal::new(40, 8, 10_000, 1 << 20);
+        whole.state.get_mut().fast_path = false;
+        whole.feed(&stream);
+        let mut cut = Terminal::new(40, 8, 10_000, 1 << 20);
+        let mut pos = 0;
+        while pos < stream.len() {
+            let n = (1 + rng.below([3, 40, 2000][round % 3])).min(stream.len() - pos);
+            cut.feed(&stream[pos..pos + n]);
+            pos += n;
+            // What the session asks after every chunk.
+            cut.total_lines();
+        }
+        assert_eq!(all_lines(&cut), all_lines(&whole), "round {round}");
+        assert_eq!(
+            cut.visible_screen(),
+            whole.visible_screen(),
+            "round {round}"
+        );
+        assert_eq!(cut.cursor(), whole.cursor(), "round {round}");
+        assert_eq!(cut.take_marks(), whole.take_marks(), "round {round}");
+    }
+}
