@@ -187,12 +187,14 @@ fn recorded_screen(raw: &Path, want: &[String]) -> Vec<String> {
     }
 }
 
-fn leak(s: String) -> &'static str {
-    Box::leak(s.into_boxed_str())
+/// A byte stream, with xterm's screen where tmux's is wrong.
+type Case = (&'static str, Vec<u8>, Option<Vec<String>>);
+
+fn rows(rows: &[&str]) -> Option<Vec<String>> {
+    Some(rows.iter().map(|r| r.to_string()).collect())
 }
 
-/// Byte streams, each with xterm's screen where tmux's is wrong.
-fn cases() -> Vec<(&'static str, Vec<u8>, Option<Vec<&'static str>>)> {
+fn cases() -> Vec<Case> {
     let digits = "0123456789".repeat(8);
     let mut region = b"HEADER\r\n\x1b[3;20r\x1b[20;1H".to_vec();
     for i in 1..=40 {
@@ -258,7 +260,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Option<Vec<&'static str>>)> {
             "save_restore_1048",
             b"12\x1b[?1048h34\x1b[?1048lY".to_vec(),
             // tmux ignores 1048.
-            Some(vec!["12Y4"]),
+            rows(&["12Y4"]),
         ),
         ("region_homes", b"abc\x1b[5;10rX".to_vec(), None),
         ("alt_1049_cursor", b"hello\x1b[?1049hX".to_vec(), None),
@@ -282,24 +284,24 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Option<Vec<&'static str>>)> {
         (
             "pending_bs",
             pending(b"\x08X"),
-            Some(vec![leak(format!("{}X9", &digits[..78]))]),
+            Some(vec![format!("{}X9", &digits[..78])]),
         ),
         (
             "pending_cub",
             pending(b"\x1b[DY"),
-            Some(vec![leak(format!("{}Y9", &digits[..78]))]),
+            Some(vec![format!("{}Y9", &digits[..78])]),
         ),
         (
             "pending_el",
             pending(b"\x1b[K"),
-            Some(vec![leak(digits[..79].to_owned())]),
+            Some(vec![digits[..79].to_owned()]),
         ),
         ("pending_cud", pending(b"\x1b[BQ"), None),
         (
             "malformed_utf8",
             b"a\xffb\xc3(c\xe2\x82d".to_vec(),
             // tmux drops them; xterm shows one U+FFFD for each.
-            Some(vec!["a\u{fffd}b\u{fffd}(c\u{fffd}d"]),
+            rows(&["a\u{fffd}b\u{fffd}(c\u{fffd}d"]),
         ),
         (
             "erase_and_move",
@@ -327,7 +329,7 @@ fn byte_streams_read_back_as_the_reference_shows_them() {
         let reference = tmux.screen(&session);
         tmux.cmd(&["kill-session", "-t", &session]);
         let want = match xterm {
-            Some(rows) => rows.into_iter().map(String::from).collect(),
+            Some(rows) => rows,
             None => reference,
         };
         let got = ptyd_screen(&bytes);

@@ -469,18 +469,21 @@ impl Modes {
     fn tab_stops(&mut self, cols: u16) -> &mut Vec<bool> {
         let stops = self
             .tabs
-            .get_or_insert_with(|| (0..cols).map(|c| c > 0 && c % 8 == 0).collect());
+            .get_or_insert_with(|| (0..cols).map(|c| c > 0 && c.is_multiple_of(8)).collect());
         if stops.len() < usize::from(cols) {
             let from = stops.len() as u16;
-            stops.extend((from..cols).map(|c| c % 8 == 0));
+            stops.extend((from..cols).map(|c| c.is_multiple_of(8)));
         }
         stops
     }
 
     fn is_stop(&self, col: u16) -> bool {
         match &self.tabs {
-            Some(stops) => stops.get(usize::from(col)).copied().unwrap_or(col % 8 == 0),
-            None => col > 0 && col % 8 == 0,
+            Some(stops) => stops
+                .get(usize::from(col))
+                .copied()
+                .unwrap_or(col.is_multiple_of(8)),
+            None => col > 0 && col.is_multiple_of(8),
         }
     }
 
