@@ -8,7 +8,7 @@
 //! later in the same read. A sequence cut by a read's end is held back until it is complete.
 
 use super::State;
-use super::xterm::{self, Charset, Modes};
+use super::xterm::{self, Modes};
 
 /// A held-back incomplete escape sequence longer than this is passed on as it is (vte drops
 /// what it cannot use; nothing real is this long).
@@ -290,9 +290,9 @@ impl Sequences {
         self.modes.apply_to(state);
     }
 
-    /// After a resize: tab stops and the region follow the new size.
+    /// After the screen's size changed.
     pub(super) fn resized(&mut self) {
-        self.modes.region = false;
+        self.modes.resized();
     }
 }
 
@@ -303,12 +303,5 @@ fn interesting(b: u8, per_char: bool) -> bool {
         0x08 | 0x09 | 0x0e | 0x0f => true,
         0x20..=0x7e => per_char,
         _ => false,
-    }
-}
-
-impl Charset {
-    /// Whether printable ASCII is drawn as DEC special graphics.
-    pub(super) fn is_graphics(self) -> bool {
-        self == Charset::DecGraphics
     }
 }

@@ -20,11 +20,18 @@ pub(super) struct Csi<'a> {
 
 /// A character set designated into G0 or G1.
 #[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
-pub(super) enum Charset {
+enum Charset {
     #[default]
     Ascii,
     /// DEC special graphics: line drawing.
     DecGraphics,
+}
+
+impl Charset {
+    /// Whether printable ASCII is drawn as DEC special graphics.
+    fn is_graphics(self) -> bool {
+        self == Charset::DecGraphics
+    }
 }
 
 /// Stand-in for U+FFFD inside vt100, which drops U+FFFD: a noncharacter (no program prints
@@ -35,15 +42,15 @@ pub(super) const MALFORMED: char = '\u{FFFF}';
 #[derive(Debug)]
 pub(super) struct Modes {
     /// G0 and G1.
-    pub(super) charsets: [Charset; 2],
+    charsets: [Charset; 2],
     /// SO: G1 is in use (SI: G0).
-    pub(super) shifted: bool,
+    shifted: bool,
     /// IRM (`CSI 4h`).
-    pub(super) insert: bool,
+    insert: bool,
     /// DECAWM (`CSI ?7h`, the default).
-    pub(super) autowrap: bool,
+    autowrap: bool,
     /// A scroll region smaller than the screen is set.
-    pub(super) region: bool,
+    region: bool,
     /// DECOM (`CSI ?6h`), which vt100 implements; kept for DECRQM.
     origin: bool,
     /// Tab stops by column once a program set or cleared one; `None`: every 8 columns.
@@ -153,6 +160,11 @@ impl Modes {
     /// from wrapping).
     pub(super) fn per_char(&self) -> bool {
         self.insert || !self.autowrap || self.charsets[usize::from(self.shifted)].is_graphics()
+    }
+
+    /// After the screen's size changed: vt100, like xterm, resets the scroll region.
+    pub(super) fn resized(&mut self) {
+        self.region = false;
     }
 
     /// Tells the fast path whether lines may scroll through plainly.

@@ -355,3 +355,14 @@ fn how_the_stream_is_cut_makes_no_difference() {
         assert_eq!(cut.take_marks(), whole.take_marks(), "round {round}");
     }
 }
+
+#[test]
+fn column_mode_clears_and_homes_but_keeps_the_width() {
+    let mut t = Terminal::new(20, 4, 100, 1 << 16);
+    t.feed(b"kept\r\n\x1b[2;3r\x1b[3;5H\x1b[?3hX");
+    assert_eq!(t.visible_screen(), ["X"]);
+    assert_eq!(t.size(), (20, 4));
+    // The cleared screen is in history, and the margins are gone: lines scroll the screen.
+    t.feed(b"\r\n1\r\n2\r\n3\r\n4\r\n");
+    assert_eq!(all_lines(&t), ["kept", "X", "1", "2", "3", "4"]);
+}
