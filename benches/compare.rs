@@ -12,7 +12,8 @@
 //! makes itself the subreaper of everything it starts).
 //!
 //! Arguments: `cargo bench --bench compare -- [CASE...]` runs only the named cases (`send`,
-//! `stdin`, `ingest`, `paging`, `scale`, `memory`, `emulator`); `-- feed STREAM [MB] [CHUNK]`
+//! `stdin`, `ingest`, `paging`, `scale`, `memory`, `emulator`; `send` includes the Python grpcio
+//! client's row, from `benches/python_send.py`); `-- feed STREAM [MB] [CHUNK]`
 //! only feeds a generated stream (`base64`, `seq`, `ls`) through the in-process terminal model,
 //! chunk by chunk as the session actor does, for profiling under callgrind.
 
@@ -804,13 +805,6 @@ impl Drop for Tmux {
 // ---------------------------------------------------------------------------------------------
 // /proc helpers
 
-/// A field (1-based, as in proc(5)) of /proc/<pid>/stat.
-fn stat_field(pid: i32, field: usize) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(field - 3)?.parse().ok()
-}
-
 /// VmRSS of `pid` in KiB.
 fn rss_kib(pid: i32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -836,7 +830,7 @@ fn private_kib(pid: i32) -> Option<u64> {
 fn cpu_seconds(pid: i32) -> f64 {
     // SAFETY: sysconf has no preconditions.
     let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let u = stat_field(pid, 14).unwrap_or(0) + stat_field(pid, 15).unwrap_or(0);
+    let u = ptyd::process::procfs::cpu_ticks(pid).unwrap_or(0);
     u as f64 / tick
 }
 
@@ -993,6 +987,86 @@ fn case_send(setup: &Setup, rows: &mut Vec<Row>) {
         ratio: format!("{:.1}x faster", tp50 / pp50),
         bar: ">= 10x faster".into(),
         pass: Some(tp50 >= 10.0 * pp50),
+        json,
+    });
+    case_send_python(setup, &daemon.socket, tp50, rows);
+}
+
+/// Send latency as a Python harness sees it (issue 12): `benches/python_send.py` measures, with
+/// grpcio and compiled stubs, the same bash on a bare PTY, an empty RPC and ptyd's `Send("true")`
+/// interleaved in one run; the floor is bare PTY + empty RPC of the same round.
+fn case_send_python(setup: &Setup, socket: &Path, tmux_p50: f64, rows: &mut Vec<Row>) {
+    eprintln!("send latency from Python grpcio ...");
+    let env: serde_json::Map<String, Value> = setup
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+        .collect();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/python_send.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg("--socket")
+        .arg(socket)
+        .arg("--bash-argv")
+        .arg(json!(setup.bash_argv()).to_string())
+        .arg("--env")
+        .arg(Value::Object(env).to_string())
+        .arg("--cwd")
+        .arg(&setup.home)
+        .arg("--sends")
+        .arg((LATENCY_ROUNDS * LATENCY_PTYD_PER_ROUND).to_string())
+        .arg("--rounds")
+        .arg(LATENCY_ROUNDS.to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run python3");
+    let json: Value = match serde_json::from_slice(&out.stdout) {
+        Ok(json) if out.status.success() => json,
+        _ => {
+            rows.push(Row {
+                case: "send latency, Python grpcio p50 (p99)".into(),
+                ptyd: "not measured".into(),
+                baselines: format!(
+                    "{script:?} failed ({}); it needs `pip install grpcio grpcio-tools`",
+                    out.status
+                ),
+                ratio: String::new(),
+                bar: "<= 1.3x floor".into(),
+                pass: Some(false),
+                json: Value::Null,
+            });
+            return;
+        }
+    };
+    let get = |what: &str, q: &str| json[what][q].as_f64().unwrap_or(f64::NAN);
+    let (pp50, pp99) = (get("ptyd_ms", "p50"), get("ptyd_ms", "p99"));
+    let (fp50, fp99) = (get("floor_ms", "p50"), get("floor_ms", "p99"));
+    let version = json["grpcio_version"].as_str().unwrap_or("?").to_owned();
+    rows.push(Row {
+        case: "send latency, Python grpcio p50 (p99)".into(),
+        ptyd: format!("{} ({})", fmt_ms(pp50), fmt_ms(pp99)),
+        baselines: format!(
+            "floor {} ({}) = bare PTY + Health/Check {} from the same channel; grpcio {version}",
+            fmt_ms(fp50),
+            fmt_ms(fp99),
+            fmt_ms(get("rpc_ms", "p50")),
+        ),
+        ratio: format!("{:.2}x floor, p99 {:.2}x", pp50 / fp50, pp99 / fp99),
+        bar: "p50 <= 1.3x, p99 <= 2x floor".into(),
+        pass: Some(pp50 <= 1.3 * fp50 && pp99 <= 2.0 * fp99),
+        json: json.clone(),
+    });
+    let wrong = json["wrong_wait_reasons"].as_u64().unwrap_or(u64::MAX);
+    rows.push(Row {
+        case: "send latency, Python grpcio vs tmux".into(),
+        ptyd: fmt_ms(pp50),
+        baselines: format!(
+            "tmux {}; answers other than prompt: {wrong}",
+            fmt_ms(tmux_p50)
+        ),
+        ratio: format!("{:.1}x faster", tmux_p50 / pp50),
+        bar: ">= 12x faster, 0 wrong".into(),
+        pass: Some(tmux_p50 >= 12.0 * pp50 && wrong == 0),
         json,
     });
 }
@@ -1293,8 +1367,7 @@ fn case_scale(setup: &Setup, rows: &mut Vec<Row>) {
     // when it is not the daemon): its private memory is ptyd's too.
     let helpers: Vec<i32> = pids
         .iter()
-        .filter_map(|p| stat_field(*p, 4))
-        .map(|pp| pp as i32)
+        .filter_map(|p| ptyd::process::procfs::ppid(*p))
         .filter(|pp| *pp != daemon_pid)
         .collect();
     let helper_private: u64 = helpers.iter().filter_map(|p| private_kib(*p)).sum();

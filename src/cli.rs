@@ -71,7 +71,7 @@ pub enum Verb {
         /// How Close finds every process of a session: auto, cgroup or subreaper [default:
         /// the config file's, else auto]
         #[arg(long, value_name = "MODE")]
-        process_tracking: Option<crate::process::reaper::ProcessTracking>,
+        process_tracking: Option<crate::process::ProcessTracking>,
     },
     /// Run the ACP agent shim on stdio (for Zed and other ACP editors).
     ///

@@ -66,7 +66,7 @@ pub struct Config {
     pub close_grace: Duration,
     /// How Close finds every process of a session: one cgroup v2 per session, a per-session
     /// subreaper, or `Auto` (cgroup when the daemon has a writable cgroup v2 subtree).
-    pub process_tracking: crate::process::reaper::ProcessTracking,
+    pub process_tracking: crate::process::ProcessTracking,
 }
 
 impl Default for Config {
@@ -104,7 +104,7 @@ impl Default for Config {
             workspace_root: home,
             allow_root: false,
             close_grace: Duration::from_millis(500),
-            process_tracking: crate::process::reaper::ProcessTracking::Auto,
+            process_tracking: crate::process::ProcessTracking::Auto,
         }
     }
 }
@@ -739,7 +739,7 @@ defaults = {{ PAGER = "less", EDITOR = "true" }}
         assert_eq!(c.close_grace, Duration::from_millis(250));
         assert_eq!(
             c.process_tracking,
-            crate::process::reaper::ProcessTracking::Subreaper
+            crate::process::ProcessTracking::Subreaper
         );
         assert_eq!(
             (

@@ -7,11 +7,15 @@
 //! - [`h2_authority`]: accepts clients that send the socket path as HTTP/2 `:authority`.
 //! - [`service`]: the gRPC `Terminals` service and the error-to-status table.
 //! - [`registry`]: sessions keyed by owner agent; ids; limits.
-//! - [`session`]: one actor task per PTY session.
-//! - [`process`]: the OS side of a session: [`process::pty`] (spawning on a PTY, non-blocking
+//! - [`session`]: one actor task per PTY session: the loop and handlers (`session/actor.rs`),
+//!   the shell's state machine (`shell.rs`, pure), the send in flight (`send.rs`), jobs
+//!   (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin probe's
+//!   schedule (`probe.rs`) and the Watch feed (`watchers.rs`).
+//! - [`process`]: the OS side of a session: `process::pty` (spawning on a PTY, non-blocking
 //!   master I/O), [`process::helper`] (the per-session helper, a subreaper that owns the
-//!   process tree), [`process::cgroup`] (one cgroup v2 per session), [`process::reaper`]
-//!   (finding and ending a session's process tree).
+//!   process tree), [`process::cgroup`] (one cgroup v2 per session, under one parent per
+//!   daemon), [`process::reaper`] (finding and ending a session's process tree),
+//!   [`process::procfs`] (named `/proc` reads), `process::fd` (fd helpers on nix).
 //! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
 //!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
 //!   vt100 lacks in `xterm`), the emulator state and its line reads (`state`), history recording
@@ -21,6 +25,7 @@
 //! - [`marks`]: shell-integration wrappers and OSC 133/7 parsing.
 //! - [`waiting`]: deciding the wait reason (pure).
 //! - [`render`]: byte-capped model-facing text (pure).
+//! - `memory`: one `malloc_trim` after a burst of sessions rests or closes.
 //! - [`validate`]: request checks with messages that name the field (pure).
 //! - [`config`]: terminal types, limits, defaults, environment policy.
 //! - [`acp`]: the ACP agent shim (`ptyd acp`).
@@ -38,7 +43,7 @@ pub mod error;
 pub mod h2_authority;
 pub mod history;
 pub mod marks;
-pub mod memory;
+pub(crate) mod memory;
 pub mod pb;
 pub mod process;
 pub mod registry;

@@ -97,7 +97,7 @@ fn init_tracing() {
 struct ServeFlags {
     listen_tcp: Option<std::net::SocketAddr>,
     token_file: Option<std::path::PathBuf>,
-    process_tracking: Option<ptyd::process::reaper::ProcessTracking>,
+    process_tracking: Option<ptyd::process::ProcessTracking>,
 }
 
 async fn serve(

@@ -17,7 +17,7 @@ static PENDING: AtomicBool = AtomicBool::new(false);
 
 /// Schedules a trim of the allocator's free memory, unless one is already scheduled. Needs a
 /// tokio runtime; does nothing without one.
-pub fn trim_soon() {
+pub(crate) fn trim_soon() {
     if tokio::runtime::Handle::try_current().is_err() || PENDING.swap(true, Ordering::AcqRel) {
         return;
     }

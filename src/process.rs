@@ -1,8 +1,17 @@
 //! Everything that touches the OS for a session's processes: the PTY, the per-session helper
-//! that owns the process tree, one cgroup v2 per session, and finding and ending process trees.
-//! Nothing here knows about a session's text.
+//! that owns the process tree, one cgroup v2 per session, finding and ending process trees, and
+//! the `/proc` and file-descriptor calls they share. Nothing here knows about a session's text.
+//!
+//! Imports point one way: `pty` uses the others; `reaper` and `cgroup` use `procfs` and `fd`
+//! (`cgroup` also implements `reaper`'s `Members`); `tracking` uses `cgroup`; `helper` uses
+//! `procfs`, `fd` and `reaper`'s `stop_all`; `procfs` and `fd` use nothing of the crate.
 
 pub mod cgroup;
+pub(crate) mod fd;
 pub mod helper;
-pub mod pty;
+pub mod procfs;
+pub(crate) mod pty;
 pub mod reaper;
+mod tracking;
+
+pub use tracking::ProcessTracking;

@@ -145,10 +145,12 @@ pub async fn serve_with(
     mut config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    crate::process::helper::executable().map_err(Error::FailedPrecondition)?;
     config.process_tracking = config
         .process_tracking
         .resolve()
         .map_err(Error::FailedPrecondition)?;
+    let _parent_cgroup = crate::process::cgroup::ReleaseOnDrop;
     crate::process::reaper::become_subreaper().map_err(Error::io("becoming a child subreaper"))?;
     let _reaper =
         crate::process::reaper::Reaper::start().map_err(Error::io("listening for SIGCHLD"))?;

@@ -12,8 +12,6 @@ use crate::session::{
     JobStatus, ReadQuery, SendInput, SendOutcome, SessionHandle, SessionSpec, Status,
 };
 use crate::validate;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -408,35 +406,12 @@ impl Terminals {
         })
     }
 
-    fn signal(&self, req: pb::SignalRequest) -> Result<pb::SignalResponse> {
+    async fn signal(&self, req: pb::SignalRequest) -> Result<pb::SignalResponse> {
         let handle = self.session(&req.agent_id, &req.session_id)?;
         let signal = validate::signal(&req.signal)?;
-        if let Status::Exited(_) = handle.state().status {
-            return Err(Error::FailedPrecondition(format!(
-                "terminal session {} has exited",
-                req.session_id
-            )));
-        }
-        let shell = handle.pid as i32;
-        // Field 8 of /proc/<shell>/stat is the terminal's foreground process group.
-        let pgid = crate::process::reaper::stat_field(shell, 8)
-            .filter(|p| *p > 0)
-            .map(|p| p as i32)
-            .ok_or_else(|| {
-                Error::FailedPrecondition(format!(
-                    "terminal session {} has no foreground process group",
-                    req.session_id
-                ))
-            })?;
-        if signal == Signal::SIGKILL && pgid == shell {
-            return Err(Error::FailedPrecondition(format!(
-                "SIGKILL would kill the shell of terminal session {}; use Close to end the session",
-                req.session_id
-            )));
-        }
-        killpg(Pid::from_raw(pgid), signal).map_err(|e| {
-            Error::FailedPrecondition(format!("delivering {} failed: {e}", signal.as_str()))
-        })?;
+        // The session's actor owns the PTY: it reads the foreground group from the master and
+        // signals only while the session's program runs.
+        let pgid = handle.signal(signal).await?;
         Ok(pb::SignalResponse {
             delivered: true,
             target_pgid: pgid,
@@ -526,12 +501,12 @@ impl Terminals {
         let state = handle.state();
         let pid = handle.pid as i32;
         let running = state.status == Status::Running;
-        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))
+        let cwd = crate::process::procfs::cwd(pid)
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        let foreground = crate::process::reaper::stat_field(pid, 8)
-            .filter(|fg| running && *fg > 0 && *fg != i64::from(pid))
-            .and_then(|fg| crate::process::reaper::command_name(fg as i32))
+        let foreground = crate::process::procfs::tpgid(pid)
+            .filter(|&fg| running && fg != pid)
+            .and_then(crate::process::procfs::comm)
             .unwrap_or_default();
         pb::SessionInfo {
             session_id: handle.spec.id.clone(),
@@ -572,11 +547,9 @@ fn list_line(s: &pb::SessionInfo) -> String {
         format!(" ({})", s.name)
     };
     let status = match &s.status {
-        Some(st) if st.state == "exited" => format!(
-            "exited code={} signal={}",
-            st.exit_code.map_or("null".to_owned(), |c| c.to_string()),
-            st.signal.as_deref().unwrap_or("null")
-        ),
+        Some(st) if st.state == "exited" => {
+            crate::session::exited_text(st.exit_code, st.signal.as_deref())
+        }
         _ => format!("running pid={}", s.pid),
     };
     format!("{}{name} [{}] {status}", s.session_id, s.r#type)
@@ -678,7 +651,7 @@ impl pb::terminals_server::Terminals for Terminals {
             "Signal",
             &req.agent_id,
             &req.session_id,
-            self.signal(req.clone()),
+            self.signal(req.clone()).await,
         )
     }
 

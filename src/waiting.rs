@@ -152,7 +152,7 @@ mod tests {
 
 /// The `/proc` half: is a foreground program blocked reading the terminal?
 pub mod probe {
-    use crate::process::reaper::stat_field;
+    use crate::process::procfs;
     use std::fs;
 
     /// Syscall numbers of the calls that can wait on a terminal.
@@ -233,9 +233,9 @@ pub mod probe {
     /// `tty` (a `/dev/pts/N` path). `password_mode` is the termios fallback for processes whose
     /// `/proc` entries are hidden (setuid): line mode on and echo off.
     pub fn terminal_reader(shell: i32, tty: &str, password_mode: bool) -> Option<Reader> {
-        let fg = stat_field(shell, 8).filter(|p| *p > 0)? as i32;
+        let fg = procfs::tpgid(shell)?;
         for pid in foreground_members(shell, fg) {
-            if state(pid) != Some('S') {
+            if procfs::state(pid) != Some('S') {
                 continue;
             }
             let mut hidden = false;
@@ -271,15 +271,15 @@ pub mod probe {
     /// kernel's buffers, where no `/proc` file shows it.
     pub fn task_switches(shell: i32) -> std::collections::HashMap<i32, u64> {
         let mut out = std::collections::HashMap::new();
-        let Some(fg) = stat_field(shell, 8).filter(|p| *p > 0) else {
+        let Some(fg) = procfs::tpgid(shell) else {
             return out;
         };
         // At its prompt the shell is the foreground: skip the walk of its descendants (this
         // runs before every write, so it is on the send-latency path).
-        let members = if fg == i64::from(shell) {
+        let members = if fg == shell {
             vec![shell]
         } else {
-            foreground_members(shell, fg as i32)
+            foreground_members(shell, fg)
         };
         for pid in members {
             let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -312,12 +312,7 @@ pub mod probe {
             use std::os::unix::fs::FileExt;
             let mut buf = [0u8; 96];
             let n = self.0.read_at(&mut buf, 0).ok()?;
-            std::str::from_utf8(&buf[..n])
-                .ok()?
-                .split_whitespace()
-                .nth(2)?
-                .parse()
-                .ok()
+            procfs::schedstat_runs(std::str::from_utf8(&buf[..n]).ok()?)
         }
     }
 
@@ -325,9 +320,7 @@ pub mod probe {
     /// field is a third of the cost of formatting `status` for its context-switch counts, and
     /// this runs before every write; kernels without scheduler statistics fall back to those.
     fn switches(pid: i32, tid: i32) -> u64 {
-        if let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat"))
-            && let Some(count) = stat.split_whitespace().nth(2).and_then(|c| c.parse().ok())
-        {
+        if let Some(count) = procfs::runs(pid, tid) {
             return count;
         }
         let Ok(status) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")) else {
@@ -348,14 +341,9 @@ pub mod probe {
             pid,
             tid,
             switches: switches(pid, tid),
-            comm: crate::process::reaper::command_name(pid).unwrap_or_default(),
+            comm: procfs::comm(pid).unwrap_or_default(),
             is_shell: pid == shell,
         }
-    }
-
-    fn state(pid: i32) -> Option<char> {
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat[stat.rfind(')')? + 2..].chars().next()
     }
 
     /// The shell and its descendants whose process group is `fg`.
@@ -368,10 +356,10 @@ pub mod probe {
             if seen > 4096 {
                 break;
             }
-            if stat_field(pid, 5) == Some(i64::from(fg)) {
+            if procfs::pgid(pid) == Some(fg) {
                 out.push(pid);
             }
-            stack.extend(crate::process::reaper::children(pid));
+            stack.extend(procfs::children(pid));
         }
         out
     }

@@ -2,8 +2,11 @@
 //! user knows (background, `nohup`, `disown`, `setsid`, a double-forked daemon, a subshell
 //! orphan, `env -i setsid`, a stopped job) is gone when Close returns; SIGTERM to a real
 //! `ptyd serve` with ten busy sessions exits 0 and leaves none of their processes; a restarted
-//! daemon removes the session cgroups a crashed one left; the daemon's environment does not leak
-//! into sessions; the TCP listener demands its bearer token.
+//! daemon removes the session cgroups a crashed one left, and each daemon keeps its session
+//! cgroups in one parent of its own that goes with it; the daemon's environment does not leak
+//! into sessions; a daemon without its helper executable refuses to start and says why; the
+//! PTY's line discipline follows the session's locale (IUTF8); the TCP listener demands its
+//! bearer token.
 //!
 //! Cgroup-mode tests need a writable cgroup v2 subtree (root, or a delegated systemd unit); on a
 //! machine without one they print why and pass without running.
@@ -16,7 +19,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use ptyd::pb::{CloseOutcome, OpenRequest, SendRequest, SignalRequest, WaitReason};
-use ptyd::process::reaper::ProcessTracking;
+use ptyd::process::{ProcessTracking, procfs};
 use support::*;
 use tonic::Code;
 
@@ -84,8 +87,7 @@ async fn the_sleep(arg: &str, what: &str) -> u32 {
 }
 
 fn state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 2..].chars().next()
+    procfs::state(pid as i32)
 }
 
 /// The escapes, each starting `sleep 1000.<nonce><i>` differently; the last one is a foreground
@@ -180,18 +182,19 @@ fn assert_tracked(shell: u32, mode: ProcessTracking) {
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .unwrap_or("");
-    let parent = ptyd::process::reaper::stat_field(shell as i32, 4).unwrap_or(0) as i32;
+    let parent = procfs::ppid(shell as i32).unwrap_or(0);
     assert_eq!(
-        ptyd::process::reaper::command_name(parent).as_deref(),
+        procfs::comm(parent).as_deref(),
         Some("ptyd-helper"),
         "the shell runs under its session helper"
     );
     match mode {
         ProcessTracking::Cgroup => {
-            let leaf = own.rsplit('/').next().unwrap_or("");
+            let mut path = own.rsplit('/');
+            let (leaf, daemons) = (path.next().unwrap_or(""), path.next().unwrap_or(""));
             assert!(
-                leaf.starts_with("ptyd-") && leaf.ends_with("-t1"),
-                "the shell is in its session cgroup: {own:?}"
+                daemons.starts_with("ptyd-") && leaf.ends_with("-t1"),
+                "the shell is in its session cgroup, in the daemon's parent cgroup: {own:?}"
             );
             assert_eq!(
                 std::fs::read_to_string(format!("/proc/{parent}/cgroup")).unwrap_or_default(),
@@ -200,7 +203,7 @@ fn assert_tracked(shell: u32, mode: ProcessTracking) {
             );
         }
         _ => assert!(
-            !own.rsplit('/').next().unwrap_or("").starts_with("ptyd-"),
+            !own.split('/').any(|c| c.starts_with("ptyd-")),
             "no session cgroup in subreaper mode: {own:?}"
         ),
     }
@@ -380,7 +383,7 @@ async fn sigterm_ends_every_busy_session(mode: ProcessTracking) {
         }
     })
     .await;
-    let owned = ptyd::process::reaper::live_descendants(daemon);
+    let owned = procfs::live_descendants(daemon);
     assert!(
         owned.len() >= 10 * 3,
         "helpers, shells and their programs run under the daemon: {owned:?}"
@@ -408,17 +411,30 @@ async fn sigterm_ends_every_busy_session(mode: ProcessTracking) {
     );
 }
 
-/// The session cgroups of the daemon `pid` (named `ptyd-<pid>-...`), if it has any.
-fn session_cgroups(pid: i32) -> Vec<std::path::PathBuf> {
+/// What the daemon `pid` made in this process's cgroup (where a daemon it spawns starts): its
+/// parent cgroup, named `ptyd-<pid>-<start time>`; empty when there is none.
+fn daemon_cgroups(pid: i32) -> Vec<std::path::PathBuf> {
     let Ok((base, _)) = ptyd::process::cgroup::current_dir() else {
         return Vec::new();
     };
     let prefix = format!("ptyd-{pid}-");
-    std::fs::read_dir(base)
+    let mut found: Vec<_> = std::fs::read_dir(base)
         .into_iter()
         .flatten()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// The session cgroups of the daemon `pid`: the cgroups inside its parent cgroup.
+fn session_cgroups(pid: i32) -> Vec<std::path::PathBuf> {
+    daemon_cgroups(pid)
+        .iter()
+        .flat_map(|parent| std::fs::read_dir(parent).into_iter().flatten().flatten())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.path())
         .collect()
 }
@@ -457,9 +473,10 @@ async fn a_restarted_daemon_removes_the_cgroups_a_crashed_one_left() {
         let survivor = the_sleep(&format!("1000.{n}"), "the session's sleep").await;
         let left = session_cgroups(crashed_pid);
         assert_eq!(left.len(), 1, "{left:?}");
+        let parent = daemon_cgroups(crashed_pid);
+        assert_eq!(parent.len(), 1, "{parent:?}");
         let shell = session_info(&mut c, A, &sid).await.unwrap().pid;
-        let helper =
-            ptyd::process::reaper::stat_field(shell as i32, 4).expect("the shell's parent") as u32;
+        let helper = procfs::ppid(shell as i32).expect("the shell's parent") as u32;
         drop(c);
         // The crashed daemon's helper comes to this process once it has ended its session;
         // reap it here rather than leave a zombie behind.
@@ -490,11 +507,11 @@ async fn a_restarted_daemon_removes_the_cgroups_a_crashed_one_left() {
             .unwrap()
             .unwrap();
         assert!(!status.success(), "the planted sleep was killed: {status}");
-        // The cgroup goes once the kernel reports it empty, just after the kill.
-        let stale = left[0].clone();
+        // The cgroups go once the kernel reports them empty, just after the kill.
+        let stale = parent[0].clone();
         wait_until(
             APPEAR_DEADLINE,
-            "the crashed daemon's cgroup is removed",
+            "the crashed daemon's parent cgroup (its session's with it) is removed",
             || {
                 let stale = stale.clone();
                 async move { !stale.exists() }
@@ -506,6 +523,138 @@ async fn a_restarted_daemon_removes_the_cgroups_a_crashed_one_left() {
             "the crashed session's sleep is gone"
         );
         terminate(next).await;
+    })
+    .await;
+}
+
+/// The cgroup v2 path of `pid` (its `0::` line), relative to the hierarchy's root.
+fn cgroup_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// A daemon keeps its session cgroups in one parent cgroup of its own, beside nothing else of
+/// the machine's, and removes it when it stops. (Run as root outside systemd, the daemon's own
+/// cgroup is the hierarchy's root: session cgroups used to go there, next to the machine's.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemons_session_cgroups_share_one_parent_removed_at_exit() {
+    if !cgroup_mode_available("a_daemons_session_cgroups_share_one_parent_removed_at_exit") {
+        return;
+    }
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-parent-")
+            .tempdir()
+            .unwrap();
+        let (child, socket) =
+            spawn_daemon(dir.path(), &["--process-tracking", "cgroup"], &[]).await;
+        let daemon = child.id().expect("runs") as i32;
+        let mut c = ptyd::client::connect(&socket).await.expect("connect");
+        let mut shells = Vec::new();
+        for _ in 0..2 {
+            let sid = open_in(&mut c, A, dir.path()).await;
+            shells.push(session_info(&mut c, A, &sid).await.expect("listed").pid);
+        }
+        let (_, relative) = ptyd::process::cgroup::current_dir().expect("our cgroup");
+        let parents = daemon_cgroups(daemon);
+        assert_eq!(
+            parents.len(),
+            1,
+            "the daemon made one cgroup beside its own: {parents:?}"
+        );
+        let parent = Path::new("/")
+            .join(&relative)
+            .join(parents[0].file_name().expect("named"));
+        for shell in &shells {
+            let own = cgroup_of(*shell);
+            assert_eq!(
+                Path::new(&own).parent(),
+                Some(parent.as_path()),
+                "the session cgroup {own:?} is in the daemon's parent {parent:?}"
+            );
+        }
+        assert_eq!(session_cgroups(daemon).len(), 2);
+        drop(c);
+        terminate(child).await;
+        assert!(
+            !parents[0].exists(),
+            "the daemon's parent cgroup {} is removed at exit",
+            parents[0].display()
+        );
+    })
+    .await;
+}
+
+/// The daemon needs its helper executable beside it: without one it does not start, and says
+/// where it looked and how to build it (`cargo run` builds only `ptyd`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_without_its_helper_says_where_it_looked() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-lonely-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        // A hard link: the running executable's path is the link's, with no helper beside it.
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let lonely = bin.join("ptyd");
+        std::fs::hard_link(env!("CARGO_BIN_EXE_ptyd"), &lonely).expect("link ptyd");
+        let mut cmd = tokio::process::Command::new(&lonely);
+        cmd.env_remove("PTYD_SOCKET")
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .arg("--socket")
+            .arg(dir.path().join("ptyd.sock"))
+            .arg("serve")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let out = tokio::time::timeout(PROCESS_DEADLINE, cmd.output())
+            .await
+            .expect("exits in time")
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "serve refuses to start: {stderr}");
+        let looked_for = bin.join("ptyd-session-helper");
+        assert!(
+            stderr.contains("ptyd-session-helper is not installed beside")
+                && stderr.contains(&looked_for.display().to_string())
+                && stderr.contains("cargo build"),
+            "the error names the helper, where it looked and how to build it: {stderr}"
+        );
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The terminal
+
+/// With a UTF-8 locale the PTY has IUTF8, as a terminal emulator sets it: in cooked mode,
+/// Backspace after `é` erases both of its bytes, so the program reads `x` alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backspace_erases_a_whole_utf8_character_in_cooked_mode() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let c = &mut d.client;
+        let sid = open_utf8(c, A).await;
+        let fr = send(c, A, &sid, "head -n 1 | od -c").await;
+        assert_eq!(fr.wait_reason(), WaitReason::StdinRead, "{fr:?}");
+        let fr = send(c, A, &sid, "\u{e9}\u{7f}x").await;
+        assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{fr:?}");
+        let dump = lines(&fr.viewport)
+            .into_iter()
+            .find(|l| l.starts_with("0000000"))
+            .unwrap_or_else(|| panic!("od's first line in {fr:?}"));
+        assert_eq!(
+            dump.split_whitespace().collect::<Vec<_>>(),
+            ["0000000", "x", "\\n"],
+            "the line read holds no stray byte of the erased character"
+        );
+        d.stop().await;
     })
     .await;
 }

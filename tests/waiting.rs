@@ -839,7 +839,13 @@ PROMPT_COMMAND=__rc_hook
             let fr = expect_wait(c, sharp(&sid, cmd), WaitReason::Prompt).await;
             assert_eq!(fr.exit_code, Some(code), "{cmd}: {fr:?}");
         }
-        assert_eq!(prompt_line(c, &sid).await, "lazy>");
+        // The send returns at the end mark; the prompt is drawn just after it.
+        let reader = d.client();
+        wait_until(Duration::from_secs(10), "the user's prompt shows", || {
+            let (mut c, sid) = (reader.clone(), sid.clone());
+            async move { prompt_line(&mut c, &sid).await == "lazy>" }
+        })
+        .await;
         d.stop().await;
     })
     .await;
@@ -1337,15 +1343,9 @@ async fn a_send_whose_caller_hangs_up_releases_the_session() {
 // ---------------------------------------------------------------------------------------------
 // 8. An idle daemon uses no CPU
 
-/// utime + stime of `pid` in clock ticks (fields 14 and 15 of /proc/<pid>/stat).
+/// utime + stime of `pid` in clock ticks.
 fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
-    let after_comm = &stat[stat.rfind(')').expect("comm") + 2..];
-    let fields: Vec<&str> = after_comm.split_whitespace().collect();
-    // after_comm starts at field 3 (state); utime is field 14, stime field 15.
-    let utime: u64 = fields[11].parse().expect("utime");
-    let stime: u64 = fields[12].parse().expect("stime");
-    utime + stime
+    ptyd::process::procfs::cpu_ticks(pid as i32).expect("read /proc stat")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

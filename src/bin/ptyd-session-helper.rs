@@ -1,5 +1,6 @@
-//! The per-session helper executable: see `ptyd::process::helper`.
+//! The per-session helper executable, which `ptyd serve` finds beside itself and starts for
+//! each terminal session: see `ptyd::process::helper`.
 
 fn main() {
-    ptyd::process::helper::helper_executable_main()
+    ptyd::process::helper::main()
 }

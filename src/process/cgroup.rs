@@ -1,31 +1,37 @@
-//! cgroup v2 containment: one cgroup per session under the daemon's own (delegated) cgroup.
+//! cgroup v2 containment: one cgroup per session, all of a daemon's below one parent cgroup of
+//! its own, under the daemon's (delegated) cgroup.
 //!
 //! At start-up [`hierarchy`] finds the daemon's cgroup (`/proc/self/cgroup`, the `0::` line)
 //! under the cgroup2 mount (`/proc/self/mountinfo`; pure v2 or the `unified` mount of a hybrid
-//! setup), checks it can create a child there that has `cgroup.kill` (Linux 5.14+), moves the
-//! daemon into the leaf `<own>/daemon` unless it sits at the hierarchy's root (a cgroup with
-//! children should hold no processes of its own), and removes the session cgroups a crashed
-//! predecessor left behind. Under systemd, `Delegate=yes` on the unit gives it this subtree.
+//! setup), removes the cgroups a crashed predecessor left behind, creates this daemon's parent
+//! cgroup there and checks it has `cgroup.kill` (Linux 5.14+), and moves the daemon into the
+//! leaf `<own>/daemon` unless it sits at the hierarchy's root (a cgroup with children should
+//! hold no processes of its own). Under systemd, `Delegate=yes` on the unit gives it this
+//! subtree; run as root outside systemd, the daemon's cgroup is the hierarchy's root, and the
+//! parent keeps its sessions in one directory there instead of beside the machine's own.
 //!
-//! Session cgroups are named `ptyd-<daemon pid>-<daemon start time>-<n>-<session id>`: the pid
-//! and start time (field 22 of `/proc/<pid>/stat`) identify the daemon that made them even after
-//! its pid is reused, so a daemon removes exactly the ones whose owner is gone. The session's
-//! helper joins its cgroup before it runs anything (see [`crate::process::helper`]), so everything the
-//! session starts is a member, whatever it does to its session, parent or environment.
+//! The parent is named `ptyd-<daemon pid>-<daemon start time>`: the pid and start time identify
+//! the daemon that made it even after its pid is reused, so a daemon removes exactly the ones
+//! whose owner is gone. Session cgroups inside it are `<n>-<session id>`. The first session
+//! creates the parent, and `ReleaseOnDrop`, held by `serve`, removes it when the daemon stops. The session's helper joins its cgroup before it runs
+//! anything (see [`crate::process::helper`]), so everything the session starts is a member,
+//! whatever it does to its session, parent or environment.
 
-use crate::process::reaper::{Members, stat_field};
+use crate::process::reaper::Members;
+use crate::process::{fd, procfs};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
 
-/// Name prefix of every cgroup ptyd creates for a session.
+/// Name prefix of every daemon's parent cgroup (and of the session cgroups older versions put
+/// directly beside it).
 const PREFIX: &str = "ptyd-";
 /// The leaf the daemon moves itself into (a cgroup with children holds no processes).
 const DAEMON_LEAF: &str = "daemon";
@@ -39,10 +45,9 @@ const STALE_WAIT: Duration = Duration::from_secs(2);
 /// The daemon's delegated cgroup v2 subtree, where session cgroups are created.
 #[derive(Debug)]
 pub struct Hierarchy {
-    /// Directory of the daemon's cgroup: session cgroups are its children.
-    base: PathBuf,
-    /// `ptyd-<pid>-<start time>-`: the prefix of this daemon's session cgroups.
-    own_prefix: String,
+    /// This daemon's parent cgroup, `ptyd-<pid>-<start time>` in the daemon's own cgroup:
+    /// session cgroups are its children.
+    parent: PathBuf,
 }
 
 static HIERARCHY: OnceLock<Result<Hierarchy, String>> = OnceLock::new();
@@ -54,10 +59,24 @@ pub fn hierarchy() -> Result<&'static Hierarchy, String> {
     HIERARCHY.get_or_init(detect).as_ref().map_err(Clone::clone)
 }
 
-impl Hierarchy {
-    /// The directory under which session cgroups are created (the daemon's own cgroup).
-    pub fn base(&self) -> &Path {
-        &self.base
+/// Removes this daemon's parent cgroup, once `serve` has closed its sessions. It is only
+/// removed when empty (another `serve` in the same process may still hold sessions there); a
+/// session opened later creates it again.
+fn release() {
+    let Some(Ok(hierarchy)) = HIERARCHY.get() else {
+        return;
+    };
+    match std::fs::remove_dir(&hierarchy.parent) {
+        Ok(()) => {
+            tracing::debug!(cgroup = %hierarchy.parent.display(), "removed the daemon's parent cgroup")
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::ResourceBusy
+            ) => {}
+        Err(e) => tracing::warn!(cgroup = %hierarchy.parent.display(), error = %e,
+            "could not remove the daemon's parent cgroup"),
     }
 }
 
@@ -79,18 +98,21 @@ pub fn current_dir() -> Result<(PathBuf, PathBuf), String> {
 fn detect() -> Result<Hierarchy, String> {
     let (base, relative) = current_dir()?;
     let me = std::process::id();
-    let start = stat_field(me as i32, 22).ok_or("cannot read this process's start time")?;
-    let own_prefix = format!("{PREFIX}{me}-{start}-");
-    let probe = base.join(format!("{own_prefix}probe"));
-    std::fs::create_dir(&probe).map_err(|e| {
+    let start = procfs::start_time(me as i32).ok_or("cannot read this process's start time")?;
+    remove_stale(&base);
+    // The parent doubles as the probe; it is made again by the first session (a process that
+    // only asks whether cgroups work, as `ptyd serve --check-config` or a test does, leaves
+    // nothing behind).
+    let parent = base.join(format!("{PREFIX}{me}-{start}"));
+    create_parent(&parent).map_err(|e| {
         format!(
             "cannot create a cgroup under {} ({e}); run the daemon with a delegated cgroup \
              (systemd: Delegate=yes)",
             base.display()
         )
     })?;
-    let has_kill = probe.join("cgroup.kill").exists();
-    let _ = std::fs::remove_dir(&probe);
+    let has_kill = parent.join("cgroup.kill").exists();
+    let _ = std::fs::remove_dir(&parent);
     if !has_kill {
         return Err("this kernel's cgroup v2 has no cgroup.kill (Linux 5.14 or later)".into());
     }
@@ -101,9 +123,26 @@ fn detect() -> Result<Hierarchy, String> {
         tracing::warn!(cgroup = %base.display(), error = %e,
             "could not move the daemon into its own leaf cgroup; continuing in place");
     }
-    remove_stale(&base);
-    tracing::info!(cgroup = %base.display(), "one cgroup v2 per session");
-    Ok(Hierarchy { base, own_prefix })
+    tracing::info!(cgroup = %parent.display(), "one cgroup v2 per session");
+    Ok(Hierarchy { parent })
+}
+
+/// Removes this daemon's parent cgroup ([`release`]) when dropped: `serve` holds one from
+/// start-up on, so the parent goes however `serve` ends.
+pub(crate) struct ReleaseOnDrop;
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        release();
+    }
+}
+
+/// Creates the daemon's parent cgroup unless it exists.
+fn create_parent(parent: &Path) -> io::Result<()> {
+    match std::fs::create_dir(parent) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// The `0::<path>` entry of `/proc/self/cgroup`.
@@ -162,7 +201,8 @@ fn move_into_leaf(base: &Path) -> io::Result<()> {
     std::fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())
 }
 
-/// Kills and removes the session cgroups of daemons that no longer run.
+/// Kills and removes the cgroups of daemons that no longer run (their parent cgroups, and the
+/// session cgroups older versions made directly in the daemon's cgroup).
 fn remove_stale(base: &Path) {
     let Ok(dir) = std::fs::read_dir(base) else {
         return;
@@ -173,7 +213,7 @@ fn remove_stale(base: &Path) {
         let Some((pid, start)) = owner(name) else {
             continue;
         };
-        if stat_field(pid, 22) == Some(start) {
+        if procfs::start_time(pid) == Some(start) {
             continue; // its daemon still runs
         }
         let path = entry.path();
@@ -181,20 +221,20 @@ fn remove_stale(base: &Path) {
         let emptied = poll_event(&path, "populated", "0", STALE_WAIT);
         match remove_tree(&path) {
             Ok(()) => {
-                tracing::info!(cgroup = %path.display(), "removed a session cgroup left by a previous daemon")
+                tracing::info!(cgroup = %path.display(), "removed a cgroup left by a previous daemon")
             }
             Err(e) => tracing::warn!(cgroup = %path.display(), error = %e, emptied,
-                "could not remove a session cgroup left by a previous daemon"),
+                "could not remove a cgroup left by a previous daemon"),
         }
     }
 }
 
-/// The owning daemon's pid and start time encoded in a session cgroup's name.
-fn owner(name: &str) -> Option<(i32, i64)> {
+/// The owning daemon's pid and start time encoded in a cgroup's name: `ptyd-<pid>-<start>`
+/// (a daemon's parent) or `ptyd-<pid>-<start>-<rest>` (a session cgroup of an older version).
+fn owner(name: &str) -> Option<(i32, u64)> {
     let mut parts = name.strip_prefix(PREFIX)?.splitn(3, '-');
     let pid = parts.next()?.parse().ok()?;
     let start = parts.next()?.parse().ok()?;
-    parts.next()?;
     Some((pid, start))
 }
 
@@ -240,51 +280,47 @@ fn poll_event(path: &Path, key: &str, value: &str, within: Duration) -> bool {
         if left.is_zero() {
             return false;
         }
-        let mut fds = [libc::pollfd {
-            fd: file.as_raw_fd(),
-            events: libc::POLLPRI,
-            revents: 0,
-        }];
-        // SAFETY: one valid pollfd for the duration of the call.
-        unsafe {
-            libc::poll(
-                fds.as_mut_ptr(),
-                1,
-                left.as_millis().min(i32::MAX as u128) as i32,
-            )
-        };
+        let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLPRI)];
+        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+        let _ = poll(&mut fds, timeout);
     }
 }
 
 /// One session's cgroup.
 #[derive(Debug)]
-pub struct SessionCgroup {
+pub(crate) struct SessionCgroup {
     path: PathBuf,
 }
 
 impl SessionCgroup {
     /// Creates a fresh cgroup for the session `label` (its id, for people reading the tree).
-    pub fn create(hierarchy: &Hierarchy, label: &str) -> io::Result<SessionCgroup> {
+    pub(crate) fn create(hierarchy: &Hierarchy, label: &str) -> io::Result<SessionCgroup> {
         let label: String = label
             .chars()
             .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
             .take(32)
             .collect();
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = hierarchy
-            .base
-            .join(format!("{}{n}-{label}", hierarchy.own_prefix));
-        std::fs::create_dir(&path)?;
-        Ok(SessionCgroup { path })
+        let path = hierarchy.parent.join(format!("{n}-{label}"));
+        // The parent is made by the first session, and removed when a `serve` ends; another
+        // `serve` in the same process may remove it between the two calls, hence the retries.
+        let mut attempts = 3;
+        loop {
+            create_parent(&hierarchy.parent)?;
+            match std::fs::create_dir(&path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempts > 1 => attempts -= 1,
+                done => return done.map(|()| SessionCgroup { path }),
+            }
+        }
     }
 
     /// The cgroup's directory.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Every process in the cgroup and in any cgroup below it.
-    pub fn processes(&self) -> Vec<i32> {
+    fn processes(&self) -> Vec<i32> {
         let mut out = Vec::new();
         let mut dirs = vec![self.path.clone()];
         while let Some(dir) = dirs.pop() {
@@ -306,22 +342,13 @@ impl SessionCgroup {
         out
     }
 
-    /// Whether any live process is in the cgroup (or below it).
-    pub fn populated(&self) -> bool {
-        event_value(&self.path, "populated").is_none_or(|v| v != "0")
-    }
-
     /// Waits until `cgroup.events` shows `key value`, woken by the kernel's POLLPRI on every
     /// change of the file; false when `within` passes first.
     async fn wait_event(&self, key: &str, value: &str, within: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + within;
         let events = std::fs::File::open(self.path.join("cgroup.events"))
             .map(OwnedFd::from)
-            .and_then(|fd| {
-                // SAFETY: the AsyncFd owns the fd for its whole life.
-                unsafe { AsyncFd::register_with_interest(fd, Interest::PRIORITY) }
-                    .map_err(|e| e.into_parts().1)
-            });
+            .and_then(|events| fd::async_fd(events, Interest::PRIORITY));
         let events = match events {
             Ok(fd) => fd,
             // Gone already (removed) or not pollable: report what the file says now.
@@ -343,7 +370,7 @@ impl SessionCgroup {
     }
 
     /// Removes the (empty) cgroup and any child cgroups.
-    pub fn remove(&self) -> io::Result<()> {
+    pub(crate) fn remove(&self) -> io::Result<()> {
         remove_tree(&self.path)
     }
 
@@ -357,7 +384,7 @@ impl SessionCgroup {
     }
 
     /// [`SessionCgroup::remove`] off the async workers.
-    pub async fn remove_async(&self) -> io::Result<()> {
+    pub(crate) async fn remove_async(&self) -> io::Result<()> {
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || remove_tree(&path))
             .await
@@ -397,11 +424,19 @@ mod tests {
 
     #[test]
     fn owners_are_parsed_from_session_cgroup_names() {
-        assert_eq!(owner("ptyd-4242-123456-7-t3"), Some((4242, 123456)));
-        assert_eq!(owner("ptyd-4242-123456-probe"), Some((4242, 123456)));
-        assert_eq!(owner("ptyd-4242-123456"), None);
-        assert_eq!(owner("daemon"), None);
-        assert_eq!(owner("ptyd-x-1-2"), None);
+        for (name, want) in [
+            ("ptyd-4242-123456", Some((4242, 123456))),
+            ("ptyd-4242-123456-7-t3", Some((4242, 123456))),
+            ("ptyd-4242-123456-probe", Some((4242, 123456))),
+            ("ptyd-4242", None),
+            ("ptyd-4242-", None),
+            ("daemon", None),
+            ("1-t1", None),
+            ("ptyd-x-1-2", None),
+            ("ptyd-1-x", None),
+        ] {
+            assert_eq!(owner(name), want, "{name}");
+        }
     }
 
     #[test]

@@ -1,32 +1,41 @@
 //! The per-session helper: a small process between the daemon and a session's program that
 //! owns the session's whole process tree.
 //!
-//! The daemon starts its own executable (`/proc/self/exe`) with `argv[0]` = [`ARG0`] and
-//! [`HELPER_ENV`] set, the session's terminal as stdin and stderr and the status pipe as stdout.
-//! It needs no code between fork and exec, so the daemon spawns it with `posix_spawn` (a
-//! `vfork`): forking the big, multi-threaded daemon would copy its page tables with its memory
-//! map locked, stalling every daemon thread that touches memory meanwhile. Before `main` runs,
-//! [`run_as_helper`] (an `.init_array` entry, so it works in every binary that links this
-//! library: the daemon, tests, benchmarks) recognises that and becomes the helper:
-//! - before anything else it joins the session's cgroup ([`CGROUP_ENV`]) when there is one, so
+//! It is its own executable, `ptyd-session-helper` ([`main`]), installed beside `ptyd`
+//! (`executable` finds it). A binary that links nothing but this keeps each idle session's
+//! helper to the loader's and libc's pages: re-running the daemon's own image as the helper
+//! would relocate the whole image's data for every session, about 250 KiB each, over the
+//! memory bar. The daemon starts it with `argv[0]` = `ARG0` and `HELPER_ENV` set, the
+//! session's terminal as stdin and stderr and the status pipe as stdout. It needs no code
+//! between fork and exec, so the daemon spawns it with `posix_spawn` (a `vfork`): forking the
+//! big, multi-threaded daemon would copy its page tables with its memory map locked, stalling
+//! every daemon thread that touches memory meanwhile. The helper:
+//! - before anything else joins the session's cgroup (`CGROUP_ENV`) when there is one, so
 //!   everything it starts is born there;
-//! - it makes itself a child subreaper, so every orphan of the session — `nohup`, `disown`,
+//! - makes itself a child subreaper, so every orphan of the session — `nohup`, `disown`,
 //!   `setsid`, double-forked daemons, `env -i` (nothing it can do to its environment or session
 //!   changes its ancestry) — reparents to it, never to init or the daemon;
-//! - it starts the program as a new session leader with the terminal as its controlling tty (as
+//! - starts the program as a new session leader with the terminal as its controlling tty (as
 //!   a terminal emulator does), lets go of the terminal itself, and reports on the status pipe
-//!   one line per [`Report`]: the program's pid, then its exit status;
-//! - it reaps every child as it exits (woken by SIGCHLD through a self-pipe) and exits once it
+//!   one line per `Report`: the program's pid, then its exit status;
+//! - reaps every child as it exits (woken by SIGCHLD through a self-pipe) and exits once it
 //!   has none left: its exit means nothing of the session remains, not even a zombie;
-//! - if the daemon dies (the status pipe's reader is gone), it kills the whole tree, so a crashed
+//! - if the daemon dies (the status pipe's reader is gone), kills the whole tree, so a crashed
 //!   daemon leaves no session running.
 //!
 //! It ignores the polite signals (SIGHUP, SIGINT, SIGTERM, ...), so Close can signal the whole
 //! session while it keeps reaping, and runs in a Unix session of its own, so nothing aimed at the
 //! daemon's terminal (a Ctrl-C to a foreground `ptyd serve`) reaches it.
 
+use crate::process::{fd, procfs, reaper};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, kill, sigaction, signal};
+use nix::unistd::Pid;
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Environment variable set only on helpers (its value is not used).
@@ -38,15 +47,15 @@ pub(crate) const ARG0: &str = "ptyd-session-helper";
 
 /// Signals the helper ignores: the polite ones Close sends to every member, and the terminal
 /// signals of the daemon's own terminal. The program gets their default dispositions back.
-const IGNORED: [libc::c_int; 8] = [
-    libc::SIGHUP,
-    libc::SIGINT,
-    libc::SIGQUIT,
-    libc::SIGTERM,
-    libc::SIGTSTP,
-    libc::SIGTTIN,
-    libc::SIGTTOU,
-    libc::SIGPIPE,
+const IGNORED: [Signal; 8] = [
+    Signal::SIGHUP,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGTERM,
+    Signal::SIGTSTP,
+    Signal::SIGTTIN,
+    Signal::SIGTTOU,
+    Signal::SIGPIPE,
 ];
 
 /// What a helper tells the daemon, one line each.
@@ -86,52 +95,60 @@ impl Report {
     }
 }
 
-// The hook glibc (and musl) run before `main` in every binary linking this library.
-#[cfg(target_os = "linux")]
-#[used]
-#[unsafe(link_section = ".init_array")]
-static RUN_AS_HELPER: extern "C" fn() = run_as_helper;
-
-/// Becomes the session helper when this process was started as one; returns at once otherwise.
-extern "C" fn run_as_helper() {
-    // SAFETY: getenv with a NUL-terminated name; before main no other thread exists.
-    if unsafe { libc::getenv(c"PTYD_SESSION_HELPER".as_ptr()) }.is_null() {
-        return;
-    }
-    let Ok(cmdline) = std::fs::read("/proc/self/cmdline") else {
-        return;
-    };
-    let mut args = cmdline
-        .split(|&b| b == 0)
-        .map(|a| std::ffi::OsStr::from_bytes(a).to_os_string());
-    if args.next().as_deref() != Some(std::ffi::OsStr::new(ARG0)) {
-        return; // the variable leaked into some other process: not a helper
-    }
-    let mut argv: Vec<OsString> = args.collect();
-    // cmdline ends with a NUL, which leaves one empty piece.
-    if argv.last().is_some_and(|a| a.is_empty()) {
-        argv.pop();
-    }
-    helper_main(argv)
+/// The helper executable: `ptyd-session-helper` beside the running executable, or one
+/// directory up (where cargo puts binaries, next to the `deps/` of test executables). The error
+/// says where it looked; found once per process.
+pub(crate) fn executable() -> Result<PathBuf, String> {
+    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let own = std::env::current_exe()
+                .map_err(|e| format!("cannot tell where the running executable is: {e}"))?;
+            let dir = own.parent().unwrap_or(Path::new("/"));
+            let candidates: Vec<PathBuf> = [Some(dir), dir.parent()]
+                .into_iter()
+                .flatten()
+                .map(|d| d.join(ARG0))
+                .collect();
+            candidates
+                .iter()
+                .find(|p| p.is_file())
+                .cloned()
+                .ok_or_else(|| {
+                    format!(
+                        "the session helper {ARG0} is not installed beside {} (looked for {}); \
+                     `cargo build` builds it (`cargo run` builds only `ptyd`), and \
+                     `cargo install --path .` installs both",
+                        own.display(),
+                        candidates
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(" and ")
+                    )
+                })
+        })
+        .clone()
 }
 
-/// `main` of the dedicated helper executable (`ptyd-session-helper`, installed beside `ptyd`):
-/// the same helper, in a binary that links nothing else, so each session's helper maps a few
-/// pages instead of the daemon's whole image (see README, Performance).
-pub fn helper_executable_main() -> ! {
-    run_as_helper();
-    eprintln!("{ARG0} is started by `ptyd serve` for each terminal session; it is not run by hand");
-    std::process::exit(2)
+/// `main` of the helper executable (`ptyd-session-helper`): becomes the session helper when
+/// the daemon started it as one, and refuses to run by hand.
+pub fn main() -> ! {
+    if std::env::var_os(HELPER_ENV).is_none() {
+        eprintln!(
+            "{ARG0} is started by `ptyd serve` for each terminal session; it is not run by hand"
+        );
+        std::process::exit(2);
+    }
+    helper_main(std::env::args_os().skip(1).collect())
 }
 
-/// Write end of the SIGCHLD self-pipe.
+/// Write end of the SIGCHLD self-pipe, for the signal handler.
 static WAKE: AtomicI32 = AtomicI32::new(-1);
-/// The status pipe to the daemon (it arrives as stdout and is moved here).
-static STATUS: AtomicI32 = AtomicI32::new(1);
 
 extern "C" fn on_sigchld(_: libc::c_int) {
     // SAFETY: write(2) and errno access are async-signal-safe; errno is restored for the
-    // interrupted code.
+    // interrupted code. (nix's write needs a borrowed fd, which a handler cannot hold.)
     unsafe {
         let errno = *libc::__errno_location();
         libc::write(WAKE.load(Ordering::Relaxed), [1u8].as_ptr().cast(), 1);
@@ -139,130 +156,129 @@ extern "C" fn on_sigchld(_: libc::c_int) {
     }
 }
 
-/// Writes one report; false when the daemon is gone.
-fn report(r: Report) -> bool {
+/// Writes one report on the status pipe; false when the daemon is gone.
+fn report(status: &OwnedFd, r: Report) -> bool {
     let line = r.line();
-    // SAFETY: the buffer is valid for its length; a line is far below PIPE_BUF, so atomic.
-    unsafe {
-        libc::write(
-            STATUS.load(Ordering::Relaxed),
-            line.as_ptr().cast(),
-            line.len(),
-        ) == line.len() as isize
-    }
+    // A line is far below PIPE_BUF, so the write is atomic.
+    fd::write(status, line.as_bytes()).is_ok_and(|n| n == line.len())
+}
+
+/// Reports a failure to start and exits.
+fn fail(status: &OwnedFd, errno: i32) -> ! {
+    report(status, Report::Failed(errno));
+    std::process::exit(127)
 }
 
 fn helper_main(argv: Vec<OsString>) -> ! {
-    // SAFETY: plain syscalls on this single-threaded process; the handler only writes a byte.
+    // The status pipe came as stdout: keep it above the standard fds (std duplicates with
+    // F_DUPFD_CLOEXEC from 3), and give stdout back to the terminal (stdin) for the program.
+    let Ok(status) = std::io::stdout().as_fd().try_clone_to_owned() else {
+        std::process::exit(127)
+    };
+    let _ = nix::unistd::dup2(0, 1);
+    if let Some(dir) = std::env::var_os(CGROUP_ENV) {
+        let procs = Path::new(&dir).join("cgroup.procs");
+        if let Err(e) = std::fs::write(procs, "0") {
+            fail(&status, e.raw_os_error().unwrap_or(libc::EIO));
+        }
+    }
+    for sig in IGNORED {
+        // SAFETY: SIG_IGN installs no handler code.
+        let _ = unsafe { signal(sig, SigHandler::SigIgn) };
+    }
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    // Leave the daemon's session and process group: a Ctrl-C or hang-up of the daemon's
+    // terminal is not ours, and the daemon's reaper tells us from the rest of its children by
+    // the session id (see `reaper::reap_adopted`), should the daemon stop waiting for us.
+    let _ = nix::unistd::setsid();
+    // The name `ps` shows (the executable's own would be cut to 15 bytes).
+    let _ = nix::sys::prctl::set_name(c"ptyd-helper");
+    // Nothing the daemon left open reaches the program; a kernel without close_range (before
+    // 5.11) relies on the daemon's own CLOEXEC fds.
+    // SAFETY: close_range takes integers only and marks fds close-on-exec (no nix wrapper).
     unsafe {
-        // The status pipe came as stdout: keep it above the standard fds, and give stdout back
-        // to the terminal (stdin) for the program.
-        let status = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
-        if status >= 0 {
-            STATUS.store(status, Ordering::Relaxed);
-            libc::dup2(0, 1);
-        }
-        if let Some(dir) = std::env::var_os(CGROUP_ENV) {
-            let procs = std::path::Path::new(&dir).join("cgroup.procs");
-            if let Err(e) = std::fs::write(procs, "0") {
-                report(Report::Failed(e.raw_os_error().unwrap_or(libc::EIO)));
-                libc::_exit(127);
-            }
-        }
-        for sig in IGNORED {
-            libc::signal(sig, libc::SIG_IGN);
-        }
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-        // Leave the daemon's session and process group: a Ctrl-C or hang-up of the daemon's
-        // terminal is not ours, and the daemon's reaper tells us from the rest of its children
-        // by the session id (see `reaper::reap_adopted`), should the daemon stop waiting for us.
-        libc::setsid();
-        // `ps` would show the executable's name (`exe`, from /proc/self/exe).
-        libc::prctl(libc::PR_SET_NAME, c"ptyd-helper".as_ptr(), 0, 0, 0);
-        // Nothing the daemon left open reaches the program; a kernel without close_range
-        // (before 5.11) relies on the daemon's own CLOEXEC fds.
         libc::syscall(
             libc::SYS_close_range,
             3u32,
             u32::MAX,
             libc::CLOSE_RANGE_CLOEXEC,
-        );
-        let mut wake = [0; 2];
-        if libc::pipe2(wake.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) != 0 {
-            report(Report::Failed(*libc::__errno_location()));
-            libc::_exit(127);
-        }
-        WAKE.store(wake[1], Ordering::Relaxed);
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_sigchld as *const () as usize;
-        action.sa_flags = libc::SA_RESTART | libc::SA_NOCLDSTOP;
-        libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut());
-        let program = match start_program(&argv) {
-            Ok(pid) => pid,
-            Err(errno) => {
-                report(Report::Failed(errno));
-                libc::_exit(127);
-            }
+        )
+    };
+    let (wake_read, wake_write) =
+        match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK) {
+            Ok(pair) => pair,
+            Err(errno) => fail(&status, errno as i32),
         };
-        let mut daemon_gone = !report(Report::Started(program));
-        // Let go of the terminal: only the session's processes hold it from now on.
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
-        if null >= 0 {
-            for fd in 0..3 {
-                libc::dup2(null, fd);
-            }
+    WAKE.store(wake_write.as_raw_fd(), Ordering::Relaxed);
+    let on_child = SigAction::new(
+        SigHandler::Handler(on_sigchld),
+        SaFlags::SA_RESTART | SaFlags::SA_NOCLDSTOP,
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only writes one byte to the self-pipe and restores errno.
+    if let Err(errno) = unsafe { sigaction(Signal::SIGCHLD, &on_child) } {
+        fail(&status, errno as i32);
+    }
+    let program = match start_program(&argv) {
+        Ok(pid) => pid,
+        Err(errno) => fail(&status, errno),
+    };
+    let mut daemon_gone = !report(&status, Report::Started(program));
+    // Let go of the terminal: only the session's processes hold it from now on.
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        for fd in 0..3 {
+            let _ = nix::unistd::dup2(null.as_raw_fd(), fd);
         }
+    }
+    loop {
         loop {
-            loop {
-                let mut status = 0;
-                let pid = libc::waitpid(-1, &mut status, libc::WNOHANG);
-                if pid == program && !daemon_gone {
-                    let r = if libc::WIFSIGNALED(status) {
-                        Report::Killed(libc::WTERMSIG(status))
-                    } else {
-                        Report::Exited(libc::WEXITSTATUS(status))
-                    };
-                    daemon_gone = !report(r);
-                }
-                if pid > 0 {
-                    continue;
-                }
-                if pid == 0 {
-                    break;
-                }
-                match *libc::__errno_location() {
-                    libc::EINTR => continue,
-                    // No child left: nothing of the session exists any more.
-                    _ => libc::_exit(0),
-                }
+            let mut wait_status = 0;
+            // SAFETY: waitpid writes one int. Not nix's waitpid: its WaitStatus cannot hold a
+            // realtime signal, and the program's status would be lost after the reap.
+            let pid = unsafe { libc::waitpid(-1, &mut wait_status, libc::WNOHANG) };
+            if pid == program && !daemon_gone {
+                let r = if libc::WIFSIGNALED(wait_status) {
+                    Report::Killed(libc::WTERMSIG(wait_status))
+                } else {
+                    Report::Exited(libc::WEXITSTATUS(wait_status))
+                };
+                daemon_gone = !report(&status, r);
             }
-            if daemon_gone {
-                kill_tree();
+            if pid > 0 {
+                continue;
             }
-            let mut fds = [
-                libc::pollfd {
-                    fd: wake[0],
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                // Events 0: only POLLERR/POLLHUP, raised once the daemon's read end is closed.
-                libc::pollfd {
-                    fd: if daemon_gone {
-                        -1
-                    } else {
-                        STATUS.load(Ordering::Relaxed)
-                    },
-                    events: 0,
-                    revents: 0,
-                },
-            ];
-            libc::poll(fds.as_mut_ptr(), 2, -1);
-            if fds[1].revents & (libc::POLLERR | libc::POLLHUP) != 0 {
-                daemon_gone = true;
+            if pid == 0 {
+                break;
             }
-            let mut drain = [0u8; 64];
-            while libc::read(wake[0], drain.as_mut_ptr().cast(), drain.len()) > 0 {}
+            match Errno::last() {
+                Errno::EINTR => continue,
+                // No child left: nothing of the session exists any more.
+                _ => std::process::exit(0),
+            }
         }
+        if daemon_gone {
+            kill_tree();
+        }
+        // Events empty on the status pipe: only POLLERR/POLLHUP, raised once the daemon's read
+        // end is closed.
+        let mut fds = [
+            PollFd::new(wake_read.as_fd(), PollFlags::POLLIN),
+            PollFd::new(status.as_fd(), PollFlags::empty()),
+        ];
+        let watched = if daemon_gone { 1 } else { 2 };
+        let _ = poll(&mut fds[..watched], PollTimeout::NONE);
+        if fds[1]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
+        {
+            daemon_gone = true;
+        }
+        let mut drain = [0u8; 64];
+        while fd::read(&wake_read, &mut drain).is_ok_and(|n| n > 0) {}
     }
 }
 
@@ -273,11 +289,15 @@ fn start_program(argv: &[OsString]) -> Result<i32, i32> {
     let (program, args) = argv.split_first().ok_or(libc::EINVAL)?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(args).env_remove(HELPER_ENV).env_remove(CGROUP_ENV);
-    // SAFETY: only async-signal-safe calls between fork and exec.
+    // SAFETY: only async-signal-safe calls between fork and exec (libc's, as nix's wrappers
+    // are not documented to be).
     unsafe {
         cmd.pre_exec(|| {
-            for sig in IGNORED.into_iter().chain([libc::SIGCHLD, libc::SIGALRM]) {
-                libc::signal(sig, libc::SIG_DFL);
+            for sig in IGNORED
+                .into_iter()
+                .chain([Signal::SIGCHLD, Signal::SIGALRM])
+            {
+                libc::signal(sig as libc::c_int, libc::SIG_DFL);
             }
             let empty: libc::sigset_t = std::mem::zeroed();
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -292,30 +312,12 @@ fn start_program(argv: &[OsString]) -> Result<i32, i32> {
         .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
 }
 
-/// Kills every descendant, stopping them first (rescanning until no new one appears) so none
-/// can fork in between. Used only once the daemon is gone.
+/// Kills every descendant, stopping them first so none can fork in between. Used only once
+/// the daemon is gone.
 fn kill_tree() {
     let me = std::process::id() as i32;
-    let mut stopped = std::collections::BTreeSet::new();
-    loop {
-        let found = crate::process::reaper::live_descendants(me);
-        let new: Vec<i32> = found
-            .iter()
-            .copied()
-            .filter(|p| !stopped.contains(p))
-            .collect();
-        if new.is_empty() {
-            for pid in found {
-                // SAFETY: kill(2) with a pid and a signal number.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            return;
-        }
-        for pid in new {
-            // SAFETY: as above.
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
-            stopped.insert(pid);
-        }
+    for pid in reaper::stop_all(|| procfs::live_descendants(me)) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
     }
 }
 

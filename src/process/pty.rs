@@ -1,23 +1,30 @@
 //! A program running on its own PTY, under its session helper ([`crate::process::helper`]).
 //!
-//! `spawn` opens the PTY pair, starts the helper on the slave (with `posix_spawn`; the helper
-//! joins the session's fresh cgroup, when it has one, before it starts anything), and learns the
+//! `spawn` opens the PTY pair (with IUTF8 set when the session's locale is UTF-8, as terminal
+//! emulators do, so the line discipline erases a whole character on Backspace), starts the
+//! helper on the slave (with `posix_spawn`; the helper joins the session's fresh cgroup, when it
+//! has one, before it starts anything), and learns the
 //! program's pid from the helper's first report. The master is driven non-blocking through
 //! tokio's `AsyncFd` (no thread per session). The program's exit comes from the helper's report
 //! (it reaps the program), not from end-of-file on the master, which a surviving background
 //! process keeps open forever. `terminate` ends the session's whole tree (see
 //! [`crate::process::reaper`]) and returns once nothing of it is left.
 
+use crate::process::ProcessTracking;
 use crate::process::cgroup::SessionCgroup;
+use crate::process::fd;
 use crate::process::helper::{self, Report};
-use crate::process::reaper::{self, ProcessTracking, Tree};
+use crate::process::reaper::{self, Tree};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
+use nix::sys::termios::{InputFlags, SetArg, tcgetattr, tcsetattr};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,7 +47,7 @@ pub enum ExitKind {
 }
 
 /// The PTY master plus the program running on its slave.
-pub struct Pty {
+pub(crate) struct Pty {
     /// The master, non-blocking, for reads, writes and terminal ioctls.
     io: AsyncFd<OwnedFd>,
     /// The helper's reports (read end of its status pipe).
@@ -70,7 +77,7 @@ pub struct Pty {
 impl Pty {
     /// Starts `argv` with exactly `env` (nothing inherited) in `cwd` on a new PTY of
     /// `cols`x`rows`, its processes tracked as `tracking` says (`Auto` is resolved here).
-    pub async fn spawn(
+    pub(crate) async fn spawn(
         argv: &[String],
         env: &[(String, String)],
         cwd: &Path,
@@ -82,14 +89,15 @@ impl Pty {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty argv"));
         }
         let tracking = tracking.resolve().map_err(io::Error::other)?;
-        let (master, slave) = open_pty(cols, rows)?;
+        let executable = helper::executable().map_err(io::Error::other)?;
+        let (master, slave) = open_pty(cols, rows, locale_is_utf8(env))?;
         let tty_path = nix::unistd::ttyname(&slave)
             .ok()
             .map(|p| p.display().to_string());
-        let (status_read, status_write) = pipe()?;
+        let (status_read, status_write) = fd::pipe()?;
         // Everything that can fail goes before the helper exists.
-        let io = async_fd_for(set_nonblocking(master)?, Interest::READABLE)?;
-        let status = async_fd(set_nonblocking(status_read)?)?;
+        let io = fd::async_fd(fd::set_nonblocking(master)?, Interest::READABLE)?;
+        let status = fd::async_fd(fd::set_nonblocking(status_read)?, Interest::READABLE)?;
         let slave_probe = tty_path.as_deref().and_then(open_slave_probe);
         let label = env
             .iter()
@@ -98,6 +106,7 @@ impl Pty {
         // cgroupfs takes kernel-wide locks (a migration waits for an RCU grace period while
         // holding them), and the spawn waits for the exec: neither on an async worker.
         let (argv, env, cwd) = (argv.to_vec(), env.to_vec(), cwd.to_path_buf());
+        let helper_path = executable.clone();
         let started = tokio::task::spawn_blocking(move || {
             let cgroup = match tracking {
                 ProcessTracking::Cgroup => {
@@ -108,7 +117,16 @@ impl Pty {
                 _ => None,
             };
             let dir = cgroup.as_ref().map(|cg| cg.path().to_path_buf());
-            match spawn_helper(&argv, &env, &cwd, slave, status_write, dir.as_deref()) {
+            let started = spawn_helper(
+                &helper_path,
+                &argv,
+                &env,
+                &cwd,
+                slave,
+                status_write,
+                dir.as_deref(),
+            );
+            match started {
                 Ok(helper) => Ok((helper, cgroup)),
                 Err(e) => {
                     if let Some(cg) = &cgroup {
@@ -124,7 +142,7 @@ impl Pty {
         // Were this call cancelled before here, the helper, unwatched, would end its session as
         // soon as the status pipe closed, and the daemon's reaper would collect it.
         reaper::watch(helper.id() as i32);
-        let helper_exit = reaper::pidfd(helper.id() as i32);
+        let helper_exit = fd::exit_watch(helper.id() as i32);
         let mut pty = Pty {
             io,
             status,
@@ -144,17 +162,17 @@ impl Pty {
             Ok(Ok(Some(Report::Started(pid)))) => {
                 pty.pid = pid as u32;
                 reaper::watch(pid);
-                pty.program_exit = reaper::pidfd(pid);
+                pty.program_exit = fd::exit_watch(pid);
                 return Ok(pty);
             }
             Ok(Ok(Some(Report::Failed(errno)))) => io::Error::from_raw_os_error(errno),
             Ok(Ok(Some(other))) => {
                 io::Error::other(format!("the session helper reported {other:?} first"))
             }
-            Ok(Ok(None)) => io::Error::other(
-                "the session helper exited without starting the program (is the ptyd \
-                 executable still in place?)",
-            ),
+            Ok(Ok(None)) => io::Error::other(format!(
+                "the session helper {} exited without starting the program",
+                executable.display()
+            )),
             Ok(Err(e)) => e,
             Err(_) => io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -167,42 +185,40 @@ impl Pty {
     }
 
     /// The program's pid.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pid
     }
 
-    /// The session's cgroup directory, when it is tracked by cgroup.
-    pub fn cgroup_path(&self) -> Option<&Path> {
-        self.cgroup.as_ref().map(SessionCgroup::path)
-    }
-
     /// The slave device path, such as `/dev/pts/3`.
-    pub fn tty_path(&self) -> Option<&str> {
+    pub(crate) fn tty_path(&self) -> Option<&str> {
         self.tty_path.as_deref()
     }
 
-    /// The terminal's foreground process group (`tcgetpgrp` on the master).
-    pub fn foreground_pgid(&self) -> Option<i32> {
+    /// The terminal's foreground process group (`tcgetpgrp` on the master). Unlike a read of
+    /// `/proc/<shell>/stat`, it cannot name a stranger's group: the master pins the terminal,
+    /// and a group is its foreground only while it exists.
+    pub(crate) fn foreground_pgid(&self) -> Option<i32> {
         nix::unistd::tcgetpgrp(self.io.get_ref())
             .ok()
             .map(|p| p.as_raw())
+            .filter(|&g| g > 0)
     }
 
     /// The terminal's current line discipline settings.
-    pub fn termios(&self) -> Option<nix::sys::termios::Termios> {
-        nix::sys::termios::tcgetattr(self.io.get_ref()).ok()
+    pub(crate) fn termios(&self) -> Option<nix::sys::termios::Termios> {
+        tcgetattr(self.io.get_ref()).ok()
     }
 
     /// Reads available output into `buf`, borrowed only for the read itself (a thread's buffer
     /// shared by every session on it: the caller uses the bytes before it awaits anything
     /// else); `Ok(0)` means the master hung up (no process holds the slave).
-    pub async fn read_shared(
+    pub(crate) async fn read_shared(
         &self,
         buf: &'static std::thread::LocalKey<std::cell::RefCell<Vec<u8>>>,
     ) -> io::Result<usize> {
         loop {
             let mut guard = self.io.readable().await?;
-            let read = guard.try_io(|fd| buf.with_borrow_mut(|b| read_fd(fd.as_raw_fd(), b)));
+            let read = guard.try_io(|master| buf.with_borrow_mut(|b| fd::read(master, b)));
             match read {
                 Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(0),
                 Ok(result) => return result,
@@ -212,8 +228,8 @@ impl Pty {
     }
 
     /// Reads output that is already there without waiting: `Ok(None)` when there is none.
-    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        match read_fd(self.io.get_ref().as_raw_fd(), buf) {
+    pub(crate) fn try_read(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        match fd::read(self.io.get_ref(), buf) {
             Ok(n) => Ok(Some(n)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             Err(e) if e.raw_os_error() == Some(libc::EIO) => Ok(Some(0)),
@@ -226,18 +242,15 @@ impl Pty {
     /// A zero-timeout poll rather than FIONREAD: the kernel hands input from the master to the
     /// slave in a deferred work item, and polling the slave flushes that work first, so input
     /// still in flight is seen too.
-    pub fn input_pending(&self) -> bool {
-        let Some(fd) = &self.slave_probe else {
+    pub(crate) fn input_pending(&self) -> bool {
+        let Some(slave) = &self.slave_probe else {
             return false;
         };
-        let mut pfd = libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, zero timeout.
-        let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
-        rc > 0 && pfd.revents & libc::POLLIN != 0
+        let mut fds = [PollFd::new(slave.as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+            && fds[0]
+                .revents()
+                .is_some_and(|r| r.contains(PollFlags::POLLIN))
     }
 
     /// Writes as much of `data` as the PTY accepts now, waiting for room when it accepts none.
@@ -247,14 +260,14 @@ impl Pty {
     /// time), and each signal would wake the daemon while the program works. Only a write that
     /// finds the input buffer full waits, through a duplicate of the master registered for
     /// writability for just that wait.
-    pub async fn write_some(&self, data: &[u8]) -> io::Result<usize> {
+    pub(crate) async fn write_some(&self, data: &[u8]) -> io::Result<usize> {
         let master = self.io.get_ref();
         loop {
-            match write_fd(master.as_raw_fd(), data) {
+            match fd::write(master, data) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 done => return done,
             }
-            let room = async_fd_for(master.try_clone()?, Interest::WRITABLE)?;
+            let room = fd::async_fd(master.try_clone()?, Interest::WRITABLE)?;
             // Registration reports room that appeared since the failed write, so this cannot
             // miss it.
             room.writable().await?.retain_ready();
@@ -263,7 +276,7 @@ impl Pty {
 
     /// Resolves once the program has exited (the helper reaped it and reported how).
     /// Cancel-safe: bytes already read are kept for the next call.
-    pub async fn wait_exit(&self) -> io::Result<ExitKind> {
+    pub(crate) async fn wait_exit(&self) -> io::Result<ExitKind> {
         while !self.helper_closed.load(Ordering::Relaxed) {
             match self.next_report().await? {
                 Some(Report::Exited(code)) => return Ok(ExitKind::Code(code)),
@@ -300,7 +313,7 @@ impl Pty {
             }
             let mut guard = self.status.readable().await?;
             let mut chunk = [0u8; 256];
-            match guard.try_io(|fd| read_fd(fd.as_raw_fd(), &mut chunk)) {
+            match guard.try_io(|status| fd::read(status, &mut chunk)) {
                 Ok(Ok(0)) => self.helper_closed.store(true, Ordering::Relaxed),
                 Ok(Ok(n)) => self
                     .status_buf
@@ -328,22 +341,10 @@ impl Pty {
         }
     }
 
-    /// Resizes the terminal (the foreground program gets SIGWINCH).
-    pub fn resize(&self, cols: u16, rows: u16) -> io::Result<()> {
-        let size = winsize(cols, rows);
-        // SAFETY: TIOCSWINSZ reads one winsize through the pointer.
-        let rc = unsafe { libc::ioctl(self.io.get_ref().as_raw_fd(), libc::TIOCSWINSZ, &size) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    }
-
     /// Ends every process of the session (see [`crate::process::reaper::escalate`]: SIGHUP, `grace`,
     /// SIGTERM, SIGKILL) and returns once none is left, the helper reaped and the cgroup
     /// removed.
-    pub async fn terminate(&self, grace: Duration) {
+    pub(crate) async fn terminate(&self, grace: Duration) {
         let helper_pid = self.helper_pid();
         let helper_alive = self
             .helper
@@ -428,28 +429,11 @@ impl Drop for Pty {
     }
 }
 
-/// Starts the helper with the slave as stdin and stderr and the status pipe as stdout, told to
-/// The executable a session helper runs: `ptyd-session-helper` beside the running
-/// executable (or one directory up, where cargo puts binaries next to test executables), else
-/// the running executable itself, which becomes the helper before its `main` (see [`helper`]).
-fn helper_executable() -> PathBuf {
-    static FOUND: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    FOUND
-        .get_or_init(|| {
-            let own = std::env::current_exe().ok();
-            let dir = own.as_deref().and_then(Path::parent);
-            [dir, dir.and_then(Path::parent)]
-                .into_iter()
-                .flatten()
-                .map(|d| d.join(helper::ARG0))
-                .find(|p| p.is_file())
-                .unwrap_or_else(|| PathBuf::from("/proc/self/exe"))
-        })
-        .clone()
-}
-
-/// join `cgroup` first. No code runs between fork and exec, so std uses `posix_spawn`.
+/// Starts the helper `executable` with the slave as stdin and stderr and the status pipe as
+/// stdout, told to join `cgroup` first. No code runs between fork and exec, so std uses
+/// `posix_spawn`.
 fn spawn_helper(
+    executable: &Path,
     argv: &[String],
     env: &[(String, String)],
     cwd: &Path,
@@ -457,7 +441,7 @@ fn spawn_helper(
     status_write: OwnedFd,
     cgroup: Option<&Path>,
 ) -> io::Result<std::process::Child> {
-    let mut cmd = std::process::Command::new(helper_executable());
+    let mut cmd = std::process::Command::new(executable);
     cmd.arg0(helper::ARG0)
         .args(argv)
         .env_clear()
@@ -475,119 +459,105 @@ fn spawn_helper(
     cmd.spawn()
 }
 
-fn winsize(cols: u16, rows: u16) -> libc::winsize {
-    libc::winsize {
+/// Whether the locale `env` gives its programs is UTF-8: the first of `LC_ALL`, `LC_CTYPE` and
+/// `LANG` that is set and not empty decides, as in setlocale(3); none means the C locale.
+fn locale_is_utf8(env: &[(String, String)]) -> bool {
+    let get = |name: &str| {
+        env.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    };
+    let Some(locale) = get("LC_ALL")
+        .or_else(|| get("LC_CTYPE"))
+        .or_else(|| get("LANG"))
+    else {
+        return false;
+    };
+    // `lang_TERRITORY.codeset@modifier`: the codeset names the encoding.
+    let codeset = locale
+        .split_once('.')
+        .map_or("", |(_, rest)| rest.split('@').next().unwrap_or(""));
+    let normalized: String = codeset
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    normalized == "utf8"
+}
+
+/// A new PTY pair of the given size, both ends close-on-exec; the line discipline treats input
+/// as UTF-8 (IUTF8: erase takes a whole character) when `utf8`.
+fn open_pty(cols: u16, rows: u16, utf8: bool) -> io::Result<(OwnedFd, OwnedFd)> {
+    let size = nix::pty::Winsize {
         ws_row: rows,
         ws_col: cols,
         ws_xpixel: 0,
         ws_ypixel: 0,
-    }
-}
-
-/// A new PTY pair of the given size, both ends close-on-exec.
-fn open_pty(cols: u16, rows: u16) -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut master: RawFd = -1;
-    let mut slave: RawFd = -1;
-    let size = winsize(cols, rows);
-    // SAFETY: openpty writes two fds through the pointers; the name buffer and termios are
-    // optional (null).
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &size,
-        )
     };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
+    let pair = nix::pty::openpty(&size, None)?;
+    fd::set_cloexec(&pair.master)?;
+    fd::set_cloexec(&pair.slave)?;
+    if utf8 {
+        let mut termios = tcgetattr(&pair.slave)?;
+        termios.input_flags.insert(InputFlags::IUTF8);
+        tcsetattr(&pair.slave, SetArg::TCSANOW, &termios)?;
     }
-    // SAFETY: two new descriptors owned by nobody else.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    for fd in [&master, &slave] {
-        // SAFETY: fcntl flag manipulation on a valid fd.
-        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok((master, slave))
+    Ok((pair.master, pair.slave))
 }
 
-/// A close-on-exec pipe: (read end, write end).
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [-1; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: two new descriptors owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
+/// A non-controlling, non-blocking handle on the slave at `path` (std opens it close-on-exec).
 fn open_slave_probe(path: &str) -> Option<OwnedFd> {
-    let c_path = std::ffi::CString::new(path).ok()?;
-    // SAFETY: open with a valid C string; O_NOCTTY keeps the daemon from acquiring it.
-    let fd = unsafe {
-        libc::open(
-            c_path.as_ptr(),
-            libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC,
-        )
-    };
-    // SAFETY: a new descriptor owned by us.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(path)
+        .ok()
+        .map(OwnedFd::from)
 }
 
-fn set_nonblocking(fd: OwnedFd) -> io::Result<OwnedFd> {
-    // SAFETY: plain fcntl flag manipulation on a valid fd.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_utf8_locale_is_recognised_as_setlocale_picks_it() {
+        let env = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        for (pairs, want) in [
+            (env(&[]), false),
+            (env(&[("LANG", "C.UTF-8")]), true),
+            (env(&[("LANG", "en_US.utf8")]), true),
+            (env(&[("LANG", "de_DE.UTF-8@euro")]), true),
+            (env(&[("LANG", "C")]), false),
+            (env(&[("LANG", "POSIX")]), false),
+            (env(&[("LANG", "en_US.ISO-8859-1")]), false),
+            (env(&[("LANG", "UTF-8")]), false),
+            (env(&[("LANG", "C.UTF-8"), ("LC_ALL", "C")]), false),
+            (env(&[("LANG", "C"), ("LC_CTYPE", "C.UTF-8")]), true),
+            (env(&[("LC_CTYPE", "C"), ("LC_ALL", "en_GB.UTF-8")]), true),
+            (env(&[("LC_ALL", ""), ("LANG", "C.UTF-8")]), true),
+            (env(&[("LC_MESSAGES", "C.UTF-8")]), false),
+        ] {
+            assert_eq!(locale_is_utf8(&pairs), want, "{pairs:?}");
         }
     }
-    Ok(fd)
-}
 
-/// Registers an owned fd with tokio's reactor, for reading and writing.
-pub fn async_fd(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
-    async_fd_for(fd, Interest::READABLE | Interest::WRITABLE)
-}
-
-/// Registers an owned fd with tokio's reactor for the readiness in `interest` only.
-fn async_fd_for(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
-    // SAFETY: an OwnedFd stays open and refers to the same file description until dropped, and
-    // the AsyncFd owns it for its whole life.
-    unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(|e| e.into_parts().1)
-}
-
-/// A pidfd for `pid`: readable once the process has exited.
-pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the syscall returned a new descriptor that we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: buf is valid for writes of buf.len() bytes.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
-fn write_fd(fd: RawFd, data: &[u8]) -> io::Result<usize> {
-    // SAFETY: data is valid for reads of data.len() bytes.
-    let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
+    #[test]
+    fn the_pty_takes_iutf8_from_the_locale() {
+        for utf8 in [true, false] {
+            let (_master, slave) = open_pty(80, 24, utf8).expect("openpty");
+            let termios = tcgetattr(&slave).expect("tcgetattr");
+            assert_eq!(
+                termios.input_flags.contains(InputFlags::IUTF8),
+                utf8,
+                "utf8 = {utf8}"
+            );
+        }
     }
 }

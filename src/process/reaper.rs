@@ -3,7 +3,7 @@
 //! Every session runs under its own helper process ([`crate::process::helper`]), a child subreaper: whatever the
 //! session starts — background jobs, `nohup`, `setsid`, double-forked daemons, `env -i` — stays a
 //! descendant of that helper, because orphans reparent to the nearest subreaper. Close then has
-//! two ways to find everything ([`ProcessTracking`]):
+//! two ways to find everything ([`crate::process::ProcessTracking`]):
 //! - `Cgroup`: the helper joins a fresh cgroup v2 before it runs anything ([`crate::process::cgroup`]);
 //!   the cgroup's member list is complete by construction and `cgroup.kill` is atomic.
 //! - `Subreaper`: the helper's descendants, found by walking `/proc/<pid>/task/*/children`;
@@ -11,15 +11,17 @@
 //!   signalled, so nothing forks between the scan and the signal.
 //!
 //! Either way Close escalates SIGHUP (what a closing terminal sends) → `close_grace` → SIGTERM →
-//! [`TERM_GRACE`] → SIGKILL, continuing stopped processes so they can die, and returns once the
+//! `TERM_GRACE` → SIGKILL, continuing stopped processes so they can die, and returns once the
 //! helper has exited: the helper leaves only when it has reaped every descendant, so "helper
 //! gone" means "nothing of the session exists, not even a zombie".
 //!
 //! The daemon itself is a child subreaper too ([`become_subreaper`]), as a second line: if a
 //! helper is killed from inside its session, its orphans come to the daemon instead of init. The
-//! [`Reaper`] task reaps such adopted zombies on SIGCHLD without touching what others wait for:
+//! `Reaper` task reaps such adopted zombies on SIGCHLD without touching what others wait for:
 //! the helpers and shells a session's `Pty` watches, and any other child of the process.
 
+use crate::process::fd;
+use crate::process::procfs;
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
@@ -31,80 +33,15 @@ use tokio::io::unix::AsyncFd;
 
 /// Wait after SIGTERM before SIGKILL: programs that clean up on SIGTERM usually finish in well
 /// under this.
-pub const TERM_GRACE: Duration = Duration::from_millis(1000);
+pub(crate) const TERM_GRACE: Duration = Duration::from_millis(1000);
 /// Wait after SIGKILL for the kernel to finish the exits (normally well under a millisecond;
 /// only a process stuck in uninterruptible sleep, such as on a dead NFS server, takes longer).
-pub const KILL_WAIT: Duration = Duration::from_secs(5);
-
-/// How Close finds every process of a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ProcessTracking {
-    /// `Cgroup` when the daemon finds a writable cgroup v2 subtree at start-up, else `Subreaper`.
-    #[default]
-    Auto,
-    /// One cgroup v2 per session; the daemon refuses to start without a writable subtree.
-    Cgroup,
-    /// The per-session helper's process tree, without cgroups.
-    Subreaper,
-}
-
-impl ProcessTracking {
-    /// The name used in the config file and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            ProcessTracking::Auto => "auto",
-            ProcessTracking::Cgroup => "cgroup",
-            ProcessTracking::Subreaper => "subreaper",
-        }
-    }
-
-    /// The mode actually used: `Auto` becomes `Cgroup` when a writable cgroup v2 subtree exists.
-    /// A forced `Cgroup` without one is an error that says why.
-    pub fn resolve(self) -> Result<ProcessTracking, String> {
-        match self {
-            ProcessTracking::Auto => Ok(match crate::process::cgroup::hierarchy() {
-                Ok(_) => ProcessTracking::Cgroup,
-                Err(_) => ProcessTracking::Subreaper,
-            }),
-            ProcessTracking::Cgroup => crate::process::cgroup::hierarchy()
-                .map(|_| ProcessTracking::Cgroup)
-                .map_err(|why| format!("process_tracking = \"cgroup\" is not available: {why}")),
-            ProcessTracking::Subreaper => Ok(ProcessTracking::Subreaper),
-        }
-    }
-}
-
-impl std::str::FromStr for ProcessTracking {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<ProcessTracking, String> {
-        match s {
-            "auto" => Ok(ProcessTracking::Auto),
-            "cgroup" => Ok(ProcessTracking::Cgroup),
-            "subreaper" => Ok(ProcessTracking::Subreaper),
-            other => Err(format!(
-                "process_tracking {other:?} is not one of auto, cgroup, subreaper"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for ProcessTracking {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub(crate) const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// Makes this process a child subreaper: orphans of its descendants reparent to it rather than
 /// to init. Idempotent; the attribute stays for the life of the process.
 pub fn become_subreaper() -> std::io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    Ok(nix::sys::prctl::set_child_subreaper(true)?)
 }
 
 /// Helpers and shells whose exit status belongs to their session's `Pty`, never to
@@ -120,7 +57,7 @@ pub(crate) fn watch(pid: i32) {
         .insert(pid);
 }
 
-/// Ends [`watch`] for `pid`.
+/// Ends `watch` for `pid`.
 pub(crate) fn unwatch(pid: i32) {
     WATCHED
         .lock()
@@ -132,19 +69,19 @@ pub(crate) fn unwatch(pid: i32) {
 /// from the daemon's and that nobody watches. Everything a PTY session starts lives in another
 /// session, and so does each helper (it starts its own), while the daemon's other children
 /// (anything else this process spawned) share its session. Helpers and shells are
-/// watched ([`watch`]) while their `Pty` waits for them. Returns how many were reaped.
+/// watched (`watch`) while their `Pty` waits for them. Returns how many were reaped.
 pub fn reap_adopted() -> usize {
     let me = std::process::id() as i32;
-    let Some(own_sid) = stat_field(me, 6) else {
+    let Some(own_sid) = procfs::sid(me) else {
         return 0;
     };
     let watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
     let mut reaped = 0;
-    for child in children(me) {
-        if watched.contains(&child) || state(child) != Some('Z') {
+    for child in procfs::children(me) {
+        let Some(stat) = procfs::stat(child) else {
             continue;
-        }
-        if stat_field(child, 6).is_none_or(|sid| sid == own_sid) {
+        };
+        if watched.contains(&child) || stat.state != 'Z' || stat.sid == own_sid {
             continue;
         }
         if let Ok(status) = waitpid(Pid::from_raw(child), Some(WaitPidFlag::WNOHANG))
@@ -158,13 +95,13 @@ pub fn reap_adopted() -> usize {
 
 /// The daemon's SIGCHLD listener: reaps adopted zombies as they appear. Owned by `serve`, which
 /// stops it by dropping it.
-pub struct Reaper {
+pub(crate) struct Reaper {
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Reaper {
     /// Starts listening for SIGCHLD on the current runtime.
-    pub fn start() -> std::io::Result<Reaper> {
+    pub(crate) fn start() -> std::io::Result<Reaper> {
         use tokio::signal::unix::{SignalKind, signal};
         let mut sigchld = signal(SignalKind::child())?;
         let task = tokio::spawn(async move {
@@ -183,92 +120,25 @@ impl Drop for Reaper {
     }
 }
 
-/// Direct children of `pid`, from every thread's `children` list (zombies included).
-pub fn children(pid: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return out;
-    };
-    for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            out.extend(
-                text.split_whitespace()
-                    .filter_map(|s| s.parse::<i32>().ok()),
-            );
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
-/// Every live (non-zombie) descendant of `root`, without `root` itself.
-pub fn live_descendants(root: i32) -> Vec<i32> {
-    let mut found = BTreeSet::new();
-    let mut stack = children(root);
-    while let Some(pid) = stack.pop() {
-        if found.insert(pid) {
-            stack.extend(children(pid));
-        }
-    }
-    found.into_iter().filter(|&p| is_alive(p)).collect()
-}
-
 /// Every live process of the Unix session led by `leader`, plus their descendants: the
 /// attribution used when a session's helper is gone (it misses `setsid` escapes; the helper
 /// exists so that this is only ever a fallback).
-pub fn session_processes(leader: i32) -> Vec<i32> {
+fn session_processes(leader: i32) -> Vec<i32> {
     if leader <= 1 {
         return Vec::new(); // no session of ours (0 would match kernel threads)
     }
     let mut found = BTreeSet::new();
-    let mut stack = vec![leader];
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            if let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-                && stat_field(pid, 6) == Some(i64::from(leader))
-            {
-                stack.push(pid);
-            }
-        }
-    }
+    let mut stack: Vec<i32> = procfs::pids()
+        .into_iter()
+        .filter(|&pid| procfs::sid(pid) == Some(leader))
+        .collect();
+    stack.push(leader);
     while let Some(pid) = stack.pop() {
         if found.insert(pid) {
-            stack.extend(children(pid));
+            stack.extend(procfs::children(pid));
         }
     }
-    found.into_iter().filter(|&p| is_alive(p)).collect()
-}
-
-/// Field `n` (1-based, as in proc(5)) of `/proc/<pid>/stat`, for the numeric fields after the
-/// command name.
-pub fn stat_field(pid: i32, n: usize) -> Option<i64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces and parentheses: fields resume after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    // `rest` starts at field 3 (state).
-    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
-}
-
-/// The short command name of `pid` (`/proc/<pid>/comm`).
-pub fn command_name(pid: i32) -> Option<String> {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    Some(comm.trim_end().to_owned())
-}
-
-/// The state letter of `pid` (field 3 of its stat: `R`, `S`, `T`, `Z`, ...).
-pub fn state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 2..].chars().next()
-}
-
-/// Whether `pid` exists and has not exited (a zombie has exited; only its parent's wait is
-/// missing).
-pub fn is_alive(pid: i32) -> bool {
-    state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+    found.into_iter().filter(|&p| procfs::is_alive(p)).collect()
 }
 
 /// The processes of one session, as Close sees them.
@@ -284,7 +154,7 @@ pub(crate) trait Members {
     async fn wait_gone(&self, within: Duration) -> bool;
 }
 
-/// Ends every member: SIGHUP (what a closing terminal sends), `grace`, SIGTERM, [`TERM_GRACE`],
+/// Ends every member: SIGHUP (what a closing terminal sends), `grace`, SIGTERM, `TERM_GRACE`,
 /// then SIGKILL; each wait ends as soon as nothing is left. Returns whether everything was gone
 /// within [`KILL_WAIT`] of the kill (false only for processes stuck in the kernel).
 pub(crate) async fn escalate(members: &impl Members, grace: Duration) -> bool {
@@ -320,29 +190,34 @@ pub(crate) struct Tree<'a> {
 impl Tree<'_> {
     fn scan(&self) -> Vec<i32> {
         match self.helper_exit {
-            Some(_) => live_descendants(self.helper),
+            Some(_) => procfs::live_descendants(self.helper),
             None => session_processes(self.shell),
         }
     }
 
-    /// Stops every member, rescanning until no new one appears, so nothing can fork a new
-    /// process between the scan and the signal.
+    /// Stops every member (see [`stop_all`]).
     fn stop_all(&self) -> Vec<i32> {
-        let mut frozen = BTreeSet::new();
-        loop {
-            let found = self.scan();
-            let new: Vec<i32> = found
-                .iter()
-                .copied()
-                .filter(|p| !frozen.contains(p))
-                .collect();
-            if new.is_empty() {
-                return found;
-            }
-            for pid in new {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
-                frozen.insert(pid);
-            }
+        stop_all(|| self.scan())
+    }
+}
+
+/// Stops (SIGSTOP) every process `scan` finds, rescanning until no new one appears, so nothing
+/// can fork a new process between the scan and the signal; returns the last scan.
+pub(crate) fn stop_all(scan: impl Fn() -> Vec<i32>) -> Vec<i32> {
+    let mut frozen = BTreeSet::new();
+    loop {
+        let found = scan();
+        let new: Vec<i32> = found
+            .iter()
+            .copied()
+            .filter(|p| !frozen.contains(p))
+            .collect();
+        if new.is_empty() {
+            return found;
+        }
+        for pid in new {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
+            frozen.insert(pid);
         }
     }
 }
@@ -372,7 +247,7 @@ impl Members for Tree<'_> {
         if let Some(exit) = self.helper_exit {
             return tokio::time::timeout(within, exit.readable()).await.is_ok();
         }
-        let watchers: Vec<_> = self.scan().into_iter().filter_map(pidfd).collect();
+        let watchers: Vec<_> = self.scan().into_iter().filter_map(fd::exit_watch).collect();
         let all_exited = async {
             for w in &watchers {
                 let _ = w.readable().await;
@@ -388,10 +263,7 @@ fn deepest_first(members: &[i32]) -> Vec<i32> {
     let set: BTreeSet<i32> = members.iter().copied().collect();
     let depth = |mut pid: i32| {
         let mut depth = 0;
-        while let Some(parent) = stat_field(pid, 4)
-            .map(|p| p as i32)
-            .filter(|p| set.contains(p))
-        {
+        while let Some(parent) = procfs::ppid(pid).filter(|p| set.contains(p)) {
             depth += 1;
             pid = parent;
             if depth > set.len() {
@@ -403,35 +275,4 @@ fn deepest_first(members: &[i32]) -> Vec<i32> {
     let mut ordered: Vec<(usize, i32)> = members.iter().map(|&p| (depth(p), p)).collect();
     ordered.sort_by_key(|&(depth, _)| std::cmp::Reverse(depth));
     ordered.into_iter().map(|(_, p)| p).collect()
-}
-
-/// A pidfd for `pid` registered with tokio: readable once the process has exited.
-pub(crate) fn pidfd(pid: i32) -> Option<AsyncFd<OwnedFd>> {
-    crate::process::pty::async_fd(crate::process::pty::pidfd_open(pid as u32).ok()?).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_stat_fields_of_this_process() {
-        let me = std::process::id() as i32;
-        assert_eq!(stat_field(me, 1), None);
-        assert!(stat_field(me, 4).is_some(), "ppid");
-        assert!(command_name(me).is_some());
-        assert!(is_alive(me));
-    }
-
-    #[test]
-    fn tracking_names_round_trip() {
-        for t in [
-            ProcessTracking::Auto,
-            ProcessTracking::Cgroup,
-            ProcessTracking::Subreaper,
-        ] {
-            assert_eq!(t.name().parse::<ProcessTracking>(), Ok(t));
-        }
-        assert!("cgroups".parse::<ProcessTracking>().is_err());
-    }
 }

@@ -63,20 +63,18 @@ impl JobKill {
         self.armed_at.get_or_insert(now);
     }
 
-    /// Signals the terminal's foreground group if it is new to this kill, or kills it once the
-    /// settle time has passed. `shell` is the session's shell, which is never SIGKILLed.
-    pub fn step(&mut self, shell: i32, now: Instant) {
+    /// Signals the terminal's foreground group (`foreground`, from the PTY the actor owns) if it
+    /// is new to this kill, or kills it once the settle time has passed. `shell` is the session's
+    /// shell, which is never SIGKILLed.
+    pub fn step(&mut self, shell: i32, foreground: Option<i32>, now: Instant) {
         let Some(armed_at) = self.armed_at else {
             return;
         };
-        let Some(foreground) = crate::process::reaper::stat_field(shell, 8)
-            .filter(|p| *p > 0)
-            .map(|p| p as i32)
-        else {
+        let Some(foreground) = foreground else {
             return;
         };
-        let shell_group = crate::process::reaper::stat_field(shell, 5).map(|p| p as i32);
-        let at_shell = Some(foreground) == shell_group;
+        // The shell leads its own Unix session, so its process group is its pid.
+        let at_shell = foreground == shell;
         if at_shell && !self.shell_is_command && now < armed_at + SHELL_GRACE {
             return;
         }
@@ -87,7 +85,7 @@ impl JobKill {
                 let _ = killpg(Pid::from_raw(foreground), Signal::SIGKILL);
             }
         } else {
-            let target = (foreground, crate::process::reaper::command_name(foreground));
+            let target = (foreground, crate::process::procfs::comm(foreground));
             if !self.interrupted.contains(&target) {
                 self.interrupted.push(target);
                 let _ = killpg(Pid::from_raw(foreground), Signal::SIGINT);
@@ -104,5 +102,12 @@ impl JobKill {
     /// the caller is not held forever (whatever still runs keeps the terminal).
     pub fn gave_up(&self, now: Instant) -> bool {
         now >= self.give_up_at
+    }
+
+    /// The kill settled: every JobKill caller hears the job's status.
+    pub fn settled(self, status: JobStatus) {
+        for waiter in self.waiters {
+            let _ = waiter.send(Some(status));
+        }
     }
 }

@@ -426,14 +426,7 @@ pub fn lines(text: &str) -> Vec<&str> {
 
 /// Whether `pid` names a live (non-zombie) process.
 pub fn process_is_running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name, which may itself contain ") ".
-        Ok(stat) => match stat.rfind(") ") {
-            Some(i) => !matches!(stat[i + 2..].chars().next(), Some('Z') | Some('X')),
-            None => true,
-        },
-        Err(_) => false,
-    }
+    ptyd::process::procfs::is_alive(pid as i32)
 }
 
 /// Asserts two NOT_FOUND statuses are indistinguishable apart from the id they name: the answer
