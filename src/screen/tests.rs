@@ -290,7 +290,7 @@ fn cursor_line_counts_a_partial_prompt() {
 }
 
 /// A small deterministic generator for the differential test.
-struct XorShift(u64);
+pub(super) struct XorShift(pub(super) u64);
 
 impl XorShift {
     fn next(&mut self) -> u64 {
@@ -300,7 +300,7 @@ impl XorShift {
         self.0
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }

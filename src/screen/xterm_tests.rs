@@ -2,6 +2,7 @@
 //! shows it, and of the modes the fast path must see in stream order.
 
 use super::Terminal;
+use super::tests::XorShift;
 
 fn term() -> Terminal {
     Terminal::new(80, 24, 10_000, 1 << 20)
@@ -272,16 +273,9 @@ fn the_modes_split_across_reads_take_effect() {
     }
 }
 
-/// A small deterministic generator.
-struct XorShift(u64);
-
-impl XorShift {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
+/// `below` in `usize`.
+fn pick(rng: &mut XorShift, n: usize) -> usize {
+    rng.below(n as u64) as usize
 }
 
 #[test]
@@ -327,10 +321,10 @@ fn how_the_stream_is_cut_makes_no_difference() {
     for round in 0..40 {
         let mut stream = Vec::new();
         for _ in 0..300 {
-            match rng.below(4) {
-                0 => stream.extend_from_slice(pieces[rng.below(pieces.len())]),
-                1 => stream.extend("x".repeat(rng.below(100)).bytes()),
-                _ => stream.extend(format!("line {}\r\n", rng.below(1000)).bytes()),
+            match pick(&mut rng, 4) {
+                0 => stream.extend_from_slice(pieces[pick(&mut rng, pieces.len())]),
+                1 => stream.extend("x".repeat(pick(&mut rng, 100)).bytes()),
+                _ => stream.extend(format!("line {}\r\n", pick(&mut rng, 1000)).bytes()),
             }
         }
         let mut whole = Terminal::new(40, 8, 10_000, 1 << 20);
@@ -339,7 +333,7 @@ fn how_the_stream_is_cut_makes_no_difference() {
         let mut cut = Terminal::new(40, 8, 10_000, 1 << 20);
         let mut pos = 0;
         while pos < stream.len() {
-            let n = (1 + rng.below([3, 40, 2000][round % 3])).min(stream.len() - pos);
+            let n = (1 + pick(&mut rng, [3, 40, 2000][round % 3])).min(stream.len() - pos);
             cut.feed(&stream[pos..pos + n]);
             pos += n;
             // What the session asks after every chunk.
