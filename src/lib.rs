@@ -20,7 +20,11 @@
 //!   process tree), [`process::cgroup`] (one cgroup v2 per session, under one parent per
 //!   daemon), [`process::reaper`] (finding and ending a session's process tree),
 //!   [`process::procfs`] (named `/proc` reads), `process::fd` (fd helpers on nix).
-//! - [`screen`]: the terminal emulator plus numbered line history (pure).
+//! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
+//!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
+//!   vt100 lacks in `xterm`), the emulator state and its line reads (`state`), history recording
+//!   and query replies (`recorder`), the plain-line fast path (`fast_path`) and resting idle
+//!   screens (`resting`).
 //! - [`history`]: the paged, bounded line store (pure).
 //! - [`marks`]: shell-integration wrappers and OSC 133/7 parsing.
 //! - [`waiting`]: deciding the wait reason (pure).
