@@ -79,7 +79,7 @@ pub enum Verb {
     Acp(crate::acp::AcpOptions),
     /// Run the MCP server on stdio, or streamable HTTP with --listen (for MCP agents).
     ///
-    /// Example: claude mcp add ptyd -- ptyd mcp
+    /// Example: ptyd mcp --agent-id claude   (Claude Code: claude mcp add ptyd -- ptyd mcp)
     Mcp(crate::mcp::McpOptions),
     /// Open a terminal session.
     ///
