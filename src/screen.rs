@@ -11,7 +11,7 @@
 //! the result is the same as emulating every byte (a differential test compares both).
 
 use crate::history::History;
-use crate::marks::{Mark, parse_osc};
+use crate::marks::{Mark, MarkKey};
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::VecDeque;
 use std::num::NonZeroU16;
@@ -53,6 +53,8 @@ struct Recorder {
     history: History,
     /// Marks seen since the last `take_marks`.
     marks: Vec<MarkEvent>,
+    /// Only OSC 133 marks carrying this key are marks; others are output's and dropped.
+    mark_key: MarkKey,
     /// Capture state carried across scrolled rows; it knows whether the last row wrapped.
     capture: BasicFormattedCaptureState,
     /// Whether the last scrolled row wrapped, read from `capture` once per scrolled row at most.
@@ -129,7 +131,7 @@ impl vt100::Callbacks for Recorder {
                 .replies
                 .extend_from_slice(b"\x1b]11;rgb:0000/0000/0000\x1b\\"),
             _ => {
-                if let Some(mark) = parse_osc(params) {
+                if let Some(mark) = self.mark_key.parse_osc(params) {
                     let at = cursor_position(screen, self);
                     self.marks.push(MarkEvent { mark, at });
                 }
@@ -301,6 +303,7 @@ impl Terminal {
         let recorder = Recorder {
             history: History::new(max_lines, max_bytes),
             marks: Vec::new(),
+            mark_key: MarkKey::unverified(),
             capture: BasicFormattedCaptureState::default(),
             last_row_wrapped: Cell::new(None),
             row_buf: String::new(),
@@ -455,6 +458,12 @@ impl Terminal {
     pub fn take_replies(&mut self) -> Vec<u8> {
         // Runs hold no queries: every one so far went through the emulator.
         std::mem::take(&mut self.state.get_mut().parser.callbacks_mut().replies)
+    }
+
+    /// From now on, only OSC 133 marks carrying `key` are reported (a new terminal reports every
+    /// mark).
+    pub fn set_mark_key(&mut self, key: MarkKey) {
+        self.state.get_mut().parser.callbacks_mut().mark_key = key;
     }
 
     /// Shell-integration marks seen since the last call, in stream order.
@@ -1535,6 +1544,18 @@ mod tests {
         assert_eq!(marks[0].at, Position { line: 2, col: 0 });
         assert_eq!(marks[1].mark, Mark::CommandEnd(Some(0)));
         assert_eq!(marks[1].at, Position { line: 3, col: 0 });
+    }
+
+    #[test]
+    fn with_a_key_only_signed_marks_count_and_forged_ones_leave_no_text() {
+        let mut t = term();
+        t.set_mark_key(MarkKey::from_text("k3y"));
+        t.feed(b"x\x1b]133;D;3\x07\x1b]133;A\x07\x1b]133;C;ptyd=forged\x07y\r\n");
+        assert_eq!(t.take_marks(), vec![], "marks without the key are no marks");
+        t.feed(b"\x1b]133;D;0;ptyd=k3y\x07$ ");
+        let marks: Vec<Mark> = t.take_marks().into_iter().map(|m| m.mark).collect();
+        assert_eq!(marks, vec![Mark::CommandEnd(Some(0))]);
+        assert_eq!(t.lines(1, 2), vec!["xy", "$"], "no mark prints anything");
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod actor;
 mod kill;
 
 use crate::error::{Error, Result};
-use crate::marks::Integration;
+use crate::marks::{Integration, MarkKey};
 use crate::process::pty::{ExitKind, Pty};
 use crate::waiting::WaitReason;
 use std::path::PathBuf;
@@ -38,6 +38,9 @@ pub struct SessionSpec {
     pub rows: u16,
     /// Prompt-mark recipe in use.
     pub integration: Integration,
+    /// The secret the integration's marks carry (handed to it in `env`); marks without it are
+    /// output's, not the shell's.
+    pub mark_key: MarkKey,
     /// History bound in lines.
     pub history_lines: u64,
     /// History bound in bytes.

@@ -196,8 +196,11 @@ impl Actor {
         state: watch::Sender<SessionState>,
     ) -> Actor {
         let now = Instant::now();
+        let mut terminal =
+            Terminal::new(spec.cols, spec.rows, spec.history_lines, spec.history_bytes);
+        terminal.set_mark_key(spec.mark_key.clone());
         Actor {
-            terminal: Terminal::new(spec.cols, spec.rows, spec.history_lines, spec.history_bytes),
+            terminal,
             startup_deadline: now + spec.startup_timeout,
             spec,
             pty,
@@ -774,8 +777,9 @@ impl Actor {
                 r,
                 StreamSink {
                     chunks,
-                    region: (self.spec.integration != Integration::None)
-                        .then(|| RegionScanner::new(self.spec.integration)),
+                    region: (self.spec.integration != Integration::None).then(|| {
+                        RegionScanner::new(self.spec.integration, self.spec.mark_key.clone())
+                    }),
                     utf8: Utf8Splitter::default(),
                     backlog: Vec::new(),
                 },
