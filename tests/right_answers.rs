@@ -206,3 +206,61 @@ async fn bash_type_can_turn_history_expansion_on() {
 async fn zsh_type_can_turn_history_expansion_on() {
     timed(a_type_turns_history_expansion_on("zsh")).await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// A fresh session
+
+/// Right after `Open`, the prompt is on screen but is no one's output: the first empty send has
+/// nothing new, and `List` already counts the prompt's line and its time.
+async fn a_fresh_session_has_no_new_output(shell: &str) {
+    if !shell_available(shell) {
+        return;
+    }
+    let mut d = start_daemon().await;
+    let c = &mut d.client;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after the epoch")
+        .as_millis() as i64;
+    let sid = open_type(c, shell).await;
+    let info = session_info(c, A, &sid).await.expect("listed");
+    assert!(
+        info.total_lines >= 1,
+        "{shell}: the prompt's line: {info:?}"
+    );
+    assert!(
+        info.last_output_unix_ms >= before,
+        "{shell}: the prompt is output: {info:?}"
+    );
+    let (fr, rendered) = send_with(
+        c,
+        SendRequest {
+            submit: Some(false),
+            idle_ms: NO_IDLE,
+            ..send_request(A, &sid, "")
+        },
+    )
+    .await;
+    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{shell}: {rendered}");
+    assert_eq!(fr.viewport, "", "{shell}: {rendered}");
+    assert_eq!(
+        rendered, "(no new output)\n[wait: prompt]\n[session: running]",
+        "{shell}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_bash_session_has_no_new_output() {
+    timed(a_fresh_session_has_no_new_output("bash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_zsh_session_has_no_new_output() {
+    timed(a_fresh_session_has_no_new_output("zsh")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_fish_session_has_no_new_output() {
+    timed(a_fresh_session_has_no_new_output("fish")).await;
+}

@@ -1191,7 +1191,16 @@ impl Actor {
         for w in self.ready_waiters.drain(..) {
             let _ = w.send(info.clone());
         }
-        self.last_seen = self.terminal.cursor();
+        let cursor = self.terminal.cursor();
+        // An integrated shell's first prompt is no one's output: an empty send right after
+        // Open reports nothing new, as it does after any command.
+        self.last_seen = if self.spec.integration == Integration::None {
+            cursor
+        } else {
+            Position { col: 0, ..cursor }
+        };
+        // List shows the startup output (line count, time) as soon as Open has returned.
+        self.publish();
     }
 
     fn ready_info(&self) -> Ready {
