@@ -805,6 +805,20 @@ env = { PYTHONUNBUFFERED = "1" }
     }
 
     #[test]
+    fn history_expansion_is_off_unless_a_type_turns_it_on() {
+        let c = load_text(
+            "[[types]]\nname = \"b\"\nargv = [\"bash\"]\nintegration = \"bash\"\n\
+             history_expansion = true\n\
+             [[types]]\nname = \"z\"\nargv = [\"zsh\"]\nintegration = \"zsh\"\n",
+        )
+        .expect("loads");
+        let on = |name: &str| c.find_type(name).unwrap().history_expansion;
+        assert!(on("b"));
+        assert!(!on("z"));
+        assert!(Config::default().types.iter().all(|t| !t.history_expansion));
+    }
+
+    #[test]
     fn a_type_with_a_builtin_name_replaces_it_in_place() {
         let c = load_text(
             r#"

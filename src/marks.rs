@@ -1,6 +1,7 @@
 //! Shell integration: the startup wrappers that make bash, zsh and fish emit prompt marks
 //! (OSC 133 A/B/C/D with the exit status, OSC 7 with the cwd) while still running the user's own
-//! rc files, and the parser that turns OSC parameters into `Mark`s. The parsing half is pure.
+//! rc files, the per-session key those marks carry so that output cannot forge them, and the
+//! parser that turns OSC parameters into `Mark`s. The parsing half is pure.
 
 use std::path::{Path, PathBuf};
 
