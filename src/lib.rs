@@ -7,7 +7,10 @@
 //! - [`h2_authority`]: accepts clients that send the socket path as HTTP/2 `:authority`.
 //! - [`service`]: the gRPC `Terminals` service and the error-to-status table.
 //! - [`registry`]: sessions keyed by owner agent; ids; limits.
-//! - [`session`]: one actor task per PTY session.
+//! - [`session`]: one actor task per PTY session: the loop and handlers (`session/actor.rs`),
+//!   the shell's state machine (`shell.rs`, pure), the send in flight (`send.rs`), jobs
+//!   (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin probe's
+//!   schedule (`probe.rs`) and the Watch feed (`watchers.rs`).
 //! - [`process`]: the OS side of a session: `process::pty` (spawning on a PTY, non-blocking
 //!   master I/O), [`process::helper`] (the per-session helper, a subreaper that owns the
 //!   process tree), [`process::cgroup`] (one cgroup v2 per session, under one parent per

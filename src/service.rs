@@ -12,8 +12,6 @@ use crate::session::{
     JobStatus, ReadQuery, SendInput, SendOutcome, SessionHandle, SessionSpec, Status,
 };
 use crate::validate;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -418,31 +416,12 @@ impl Terminals {
         })
     }
 
-    fn signal(&self, req: pb::SignalRequest) -> Result<pb::SignalResponse> {
+    async fn signal(&self, req: pb::SignalRequest) -> Result<pb::SignalResponse> {
         let handle = self.session(&req.agent_id, &req.session_id)?;
         let signal = validate::signal(&req.signal)?;
-        if let Status::Exited(_) = handle.state().status {
-            return Err(Error::FailedPrecondition(format!(
-                "terminal session {} has exited",
-                req.session_id
-            )));
-        }
-        let shell = handle.pid as i32;
-        let pgid = crate::process::procfs::tpgid(shell).ok_or_else(|| {
-            Error::FailedPrecondition(format!(
-                "terminal session {} has no foreground process group",
-                req.session_id
-            ))
-        })?;
-        if signal == Signal::SIGKILL && pgid == shell {
-            return Err(Error::FailedPrecondition(format!(
-                "SIGKILL would kill the shell of terminal session {}; use Close to end the session",
-                req.session_id
-            )));
-        }
-        killpg(Pid::from_raw(pgid), signal).map_err(|e| {
-            Error::FailedPrecondition(format!("delivering {} failed: {e}", signal.as_str()))
-        })?;
+        // The session's actor owns the PTY: it reads the foreground group from the master and
+        // signals only while the session's program runs.
+        let pgid = handle.signal(signal).await?;
         Ok(pb::SignalResponse {
             delivered: true,
             target_pgid: pgid,
@@ -578,11 +557,9 @@ fn list_line(s: &pb::SessionInfo) -> String {
         format!(" ({})", s.name)
     };
     let status = match &s.status {
-        Some(st) if st.state == "exited" => format!(
-            "exited code={} signal={}",
-            st.exit_code.map_or("null".to_owned(), |c| c.to_string()),
-            st.signal.as_deref().unwrap_or("null")
-        ),
+        Some(st) if st.state == "exited" => {
+            crate::session::exited_text(st.exit_code, st.signal.as_deref())
+        }
         _ => format!("running pid={}", s.pid),
     };
     format!("{}{name} [{}] {status}", s.session_id, s.r#type)
@@ -684,7 +661,7 @@ impl pb::terminals_server::Terminals for Terminals {
             "Signal",
             &req.agent_id,
             &req.session_id,
-            self.signal(req.clone()),
+            self.signal(req.clone()).await,
         )
     }
 

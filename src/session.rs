@@ -1,14 +1,24 @@
 //! One PTY session: the public face of its actor. A `SessionHandle` is a cheap clone holding a
 //! command channel and a `watch` of the state `List` shows; the actor task (`session/actor.rs`)
-//! owns the PTY, the child, the terminal model and the in-flight send.
+//! owns the PTY, the child, the terminal model and the in-flight send. The actor's state is
+//! split by what it is about: the shell's state machine (`shell.rs`, pure), the send in flight
+//! (`send.rs`), jobs (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin
+//! probe's schedule (`probe.rs`) and the Watch feed (`watchers.rs`).
 
 mod actor;
+mod jobs;
 mod kill;
+mod probe;
+mod send;
+mod shell;
+mod view;
+mod watchers;
 
 use crate::error::{Error, Result};
 use crate::marks::{Integration, MarkKey};
 use crate::process::pty::{ExitKind, Pty};
 use crate::waiting::WaitReason;
+use nix::sys::signal::Signal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -230,6 +240,7 @@ pub(crate) enum Command {
     Watch(u32, oneshot::Sender<WatchStart>),
     JobOutput(String, usize, oneshot::Sender<Option<JobReport>>),
     JobKill(String, oneshot::Sender<Option<JobStatus>>),
+    Signal(Signal, oneshot::Sender<Result<i32>>),
 }
 
 /// A cheap handle to a session actor.
@@ -376,6 +387,13 @@ impl SessionHandle {
             .ok_or_else(|| Error::job_not_found(job_id))
     }
 
+    /// Delivers `signal` to the terminal's foreground process group; returns the group. Fails
+    /// once the session's program has exited, and for SIGKILL aimed at the shell itself.
+    pub async fn signal(&self, signal: Signal) -> Result<i32> {
+        let (tx, rx) = oneshot::channel();
+        self.call(Command::Signal(signal, tx), rx).await?
+    }
+
     /// Ends the session and every process it started; returns when they are gone.
     pub async fn close(&self) {
         self.shutdown.notify_one();
@@ -394,9 +412,15 @@ impl SessionHandle {
 pub fn status_text(status: Status) -> String {
     match status {
         Status::Running => "running".to_owned(),
-        Status::Exited(ExitKind::Code(c)) => format!("exited code={c} signal=null"),
-        Status::Exited(ExitKind::Signal(s)) => format!("exited code=null signal={}", s.as_str()),
+        Status::Exited(ExitKind::Code(c)) => exited_text(Some(c), None),
+        Status::Exited(ExitKind::Signal(s)) => exited_text(None, Some(s.as_str())),
     }
+}
+
+/// "exited code=0 signal=null": how an exited session's status reads in rendered text.
+pub fn exited_text(code: Option<i32>, signal: Option<&str>) -> String {
+    let code = code.map_or_else(|| "null".to_owned(), |c| c.to_string());
+    format!("exited code={code} signal={}", signal.unwrap_or("null"))
 }
 
 /// Milliseconds since the Unix epoch.

@@ -1251,6 +1251,54 @@ async fn signals_reach_the_foreground_program() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_while_the_shell_exits_reach_its_group_or_are_refused() {
+    timed(async {
+        let d = start_daemon().await;
+        let mut c = d.client();
+        let opened = open_with(
+            &mut c,
+            OpenRequest {
+                agent_id: A.into(),
+                ..Default::default()
+            },
+        )
+        .await;
+        let info = opened.session.unwrap();
+        let (sid, shell) = (info.session_id, info.pid as i32);
+        // An interactive bash ignores SIGTERM: signals keep arriving while it exits.
+        let mut sender = d.client();
+        let exit_req = send_request(A, &sid, "exit 0");
+        let exiting = tokio::spawn(async move { send_with(&mut sender, exit_req).await });
+        let mut delivered = 0;
+        let refusal = loop {
+            match c.signal(signal(A, &sid, "SIGTERM")).await {
+                Ok(sent) => {
+                    let sent = sent.into_inner();
+                    assert_eq!(sent.target_pgid, shell, "only the shell's group: {sent:?}");
+                    delivered += 1;
+                }
+                Err(status) => break status,
+            }
+        };
+        assert_eq!(refusal.code(), Code::FailedPrecondition, "{refusal:?}");
+        assert!(
+            refusal.message().contains("has exited")
+                || refusal
+                    .message()
+                    .contains("has no foreground process group"),
+            "the contract's refusal, not a failed delivery: {refusal:?} after {delivered} delivered"
+        );
+        let (fr, _) = exiting.await.expect("the exit send");
+        assert_eq!(fr.wait_reason(), WaitReason::SessionExit, "{fr:?}");
+        let after = c.signal(signal(A, &sid, "SIGINT")).await;
+        let s = expect_code(after, Code::FailedPrecondition, "Signal after the exit");
+        assert!(s.message().contains("has exited"), "{s:?}");
+        d.stop().await;
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Close and exit
 

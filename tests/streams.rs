@@ -320,6 +320,79 @@ async fn send_stream_of_many_lines_streams_all_of_it_and_only_it() {
     .await;
 }
 
+/// The most output one `SendStream` event carries (README, "SendStream"): far under the 4 MiB
+/// message limit gRPC clients have by default.
+const STREAM_EVENT_MAX: usize = 256 << 10;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_stream_reader_that_falls_behind_gets_bounded_events_and_every_byte() {
+    timed(async {
+        let d = start_daemon().await;
+        let mut c = d.client();
+        let (sid, _home) = open_marked_bash(&mut c).await;
+        // About 10 MB of output.
+        const LAST: u32 = 1_250_000;
+        let req = SendRequest {
+            timeout_ms: 600_000,
+            idle_ms: 600_000,
+            ..send_request(A, &sid, &format!("seq 1 {LAST}"))
+        };
+        let mut stream = c.send_stream(req).await.expect("SendStream").into_inner();
+        let mut chunks = Vec::new();
+        let mut done = None;
+        let mut take = |event: ptyd::pb::SendEvent| match event.event {
+            Some(send_event::Event::Output(bytes)) => chunks.push(bytes),
+            Some(send_event::Event::Done(resp)) => done = Some(resp),
+            None => panic!("an empty event"),
+        };
+        take(
+            stream
+                .message()
+                .await
+                .expect("stream")
+                .expect("a first event"),
+        );
+        // Fall behind: read nothing more until the daemon has taken in about 4 MB of the
+        // output (lines up to 450000), which then waits for this reader.
+        let watcher = d.client();
+        wait_until(
+            Duration::from_secs(100),
+            "4 MB of output reached the daemon",
+            || {
+                let (mut w, sid) = (watcher.clone(), sid.clone());
+                async move {
+                    session_info(&mut w, A, &sid)
+                        .await
+                        .is_some_and(|info| info.total_lines >= 450_000)
+                }
+            },
+        )
+        .await;
+        while let Some(event) = stream.message().await.expect("stream") {
+            take(event);
+        }
+        let largest = chunks.iter().map(Vec::len).max().unwrap_or(0);
+        assert!(
+            largest <= STREAM_EVENT_MAX,
+            "an output event of {largest} bytes"
+        );
+        let got = chunks.concat();
+        let want: String = (1..=LAST).map(|i| format!("{i}\r\n")).collect();
+        assert!(
+            got == want.as_bytes(),
+            "every byte once, in order: {} of {} bytes in {} events",
+            got.len(),
+            want.len(),
+            chunks.len()
+        );
+        let (fr, _) = foreground(done.expect("done"));
+        assert_eq!(fr.wait_reason(), WaitReason::Prompt);
+        assert_eq!(fr.exit_code, Some(0));
+        d.stop().await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_stream_chunks_end_on_utf8_character_boundaries() {
     timed(async {

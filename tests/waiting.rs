@@ -839,7 +839,13 @@ PROMPT_COMMAND=__rc_hook
             let fr = expect_wait(c, sharp(&sid, cmd), WaitReason::Prompt).await;
             assert_eq!(fr.exit_code, Some(code), "{cmd}: {fr:?}");
         }
-        assert_eq!(prompt_line(c, &sid).await, "lazy>");
+        // The send returns at the end mark; the prompt is drawn just after it.
+        let reader = d.client();
+        wait_until(Duration::from_secs(10), "the user's prompt shows", || {
+            let (mut c, sid) = (reader.clone(), sid.clone());
+            async move { prompt_line(&mut c, &sid).await == "lazy>" }
+        })
+        .await;
         d.stop().await;
     })
     .await;

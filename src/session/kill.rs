@@ -103,4 +103,11 @@ impl JobKill {
     pub fn gave_up(&self, now: Instant) -> bool {
         now >= self.give_up_at
     }
+
+    /// The kill settled: every JobKill caller hears the job's status.
+    pub fn settled(self, status: JobStatus) {
+        for waiter in self.waiters {
+            let _ = waiter.send(Some(status));
+        }
+    }
 }

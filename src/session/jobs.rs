@@ -1,0 +1,198 @@
+//! Background sends as jobs: each job's status, the output `JobOutput` has returned so far
+//! (consumed output is never repeated), and its settled send, kept after it finished so
+//! `JobOutput` can still report it.
+
+use super::view::region_lines;
+use super::{JobReport, JobStatus, SendOutcome};
+use crate::render;
+use crate::screen::{Position, Terminal};
+use std::collections::BTreeMap;
+
+/// A job's bookkeeping.
+struct JobRecord {
+    status: JobStatus,
+    /// Lines before this one have been returned by JobOutput.
+    consumed: u64,
+    /// The settled send, once finished.
+    outcome: Option<SendOutcome>,
+    /// Why it failed.
+    detail: String,
+    /// Where its output starts (the command-start mark, or the input line).
+    start: Option<Position>,
+    /// Where its output ends, once finished.
+    end: Option<Position>,
+}
+
+/// The session's jobs by id.
+#[derive(Default)]
+pub(super) struct Jobs {
+    records: BTreeMap<String, JobRecord>,
+}
+
+impl Jobs {
+    /// Job `id` starts; its output starts at line `from` until a command-start mark says where.
+    pub(super) fn start(&mut self, id: String, from: u64) {
+        self.records.insert(
+            id,
+            JobRecord {
+                status: JobStatus::Running,
+                consumed: from,
+                outcome: None,
+                detail: String::new(),
+                start: None,
+                end: None,
+            },
+        );
+    }
+
+    /// Its command started at `at`: its output starts there (the first start mark only).
+    pub(super) fn command_started(&mut self, id: &str, at: Position) {
+        if let Some(job) = self.records.get_mut(id)
+            && job.start.is_none()
+        {
+            job.start = Some(at);
+            job.consumed = at.line;
+        }
+    }
+
+    /// Its send settled at `end` (`killed`: a JobKill was in progress).
+    pub(super) fn finish(&mut self, id: &str, killed: bool, end: Position, outcome: SendOutcome) {
+        if let Some(job) = self.records.get_mut(id) {
+            job.status = if killed {
+                JobStatus::Killed
+            } else {
+                JobStatus::Completed
+            };
+            job.end = Some(end);
+            job.outcome = Some(outcome);
+        }
+    }
+
+    /// Its send could not be carried out.
+    pub(super) fn fail(&mut self, id: &str, detail: String) {
+        if let Some(job) = self.records.get_mut(id) {
+            job.status = JobStatus::Failed;
+            job.detail = detail;
+        }
+    }
+
+    /// The status of job `id`, if the session has it.
+    pub(super) fn status(&self, id: &str) -> Option<JobStatus> {
+        self.records.get(id).map(|job| job.status)
+    }
+
+    /// New output of job `id` since the last report, capped at `cap` bytes, and its status.
+    /// While it runs, only complete lines; an integrated shell's output starts at its start mark.
+    pub(super) fn report(
+        &mut self,
+        id: &str,
+        cap: usize,
+        terminal: &Terminal,
+        integrated: bool,
+    ) -> Option<JobReport> {
+        let job = self.records.get_mut(id)?;
+        let (status, consumed) = (job.status, job.consumed);
+        let lines = match (status, job.end) {
+            (JobStatus::Running, _) if integrated && job.start.is_none() => Vec::new(),
+            (JobStatus::Running, _) => {
+                let last = terminal.cursor().line.saturating_sub(1);
+                if last >= consumed {
+                    terminal.lines(consumed, last)
+                } else {
+                    Vec::new()
+                }
+            }
+            (_, Some(end)) => region_lines(terminal, consumed, end),
+            (_, None) => Vec::new(),
+        };
+        let now_consumed = match status {
+            JobStatus::Running => consumed + lines.len() as u64,
+            _ => job.end.map_or(consumed, |e| e.line + 1),
+        };
+        job.consumed = now_consumed.max(consumed);
+        // The contract's format; the exit code is in the typed `exit_code` field.
+        let meta = match (&job.outcome, status) {
+            (Some(o), JobStatus::Completed) => {
+                vec![format!("[job: {id} completed: wait: {}]", o.reason.name())]
+            }
+            (_, JobStatus::Failed) => vec![format!("[job: {id} failed: {}]", job.detail)],
+            (_, s) => vec![format!("[job: {id} {}]", s.name())],
+        };
+        let capped = render::with_meta(&lines.join("\n"), "", &meta, cap);
+        let rendered = capped.rendered.trim_start_matches('\n').to_owned();
+        Some(JobReport {
+            status,
+            output: capped.body,
+            truncated: capped.truncated,
+            detail: job.detail.clone(),
+            outcome: job.outcome.clone(),
+            rendered,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Status;
+    use crate::waiting::WaitReason;
+    use std::time::Duration;
+
+    fn outcome() -> SendOutcome {
+        SendOutcome {
+            viewport: String::new(),
+            reason: WaitReason::Prompt,
+            status: Status::Running,
+            exit_code: Some(0),
+            truncated: false,
+            cwd: String::new(),
+            elapsed: Duration::ZERO,
+            rendered: String::new(),
+        }
+    }
+
+    #[test]
+    fn job_output_is_never_repeated() {
+        let mut t = Terminal::new(80, 10, 1000, 1 << 20);
+        let mut jobs = Jobs::default();
+        t.feed(b"$ make\r\n");
+        jobs.start("j1".into(), 1);
+        jobs.command_started("j1", Position { line: 2, col: 0 });
+        t.feed(b"one\r\ntwo\r\nthr");
+        let first = jobs.report("j1", 65536, &t, true).expect("j1");
+        assert_eq!(first.status, JobStatus::Running);
+        assert_eq!(
+            first.output, "one\ntwo",
+            "complete lines only while it runs"
+        );
+        t.feed(b"ee\r\n");
+        let end = t.cursor();
+        t.feed(b"$ ");
+        jobs.finish("j1", false, end, outcome());
+        let second = jobs.report("j1", 65536, &t, true).expect("j1");
+        assert_eq!(second.status, JobStatus::Completed);
+        assert_eq!(second.output, "three");
+        assert!(
+            second
+                .rendered
+                .ends_with("[job: j1 completed: wait: prompt]")
+        );
+        let third = jobs.report("j1", 65536, &t, true).expect("j1");
+        assert_eq!(third.output, "", "nothing twice");
+        assert!(jobs.report("j2", 65536, &t, true).is_none());
+    }
+
+    #[test]
+    fn statuses_after_a_kill_or_a_failure() {
+        let t = Terminal::new(80, 10, 1000, 1 << 20);
+        let mut jobs = Jobs::default();
+        jobs.start("j1".into(), 1);
+        jobs.finish("j1", true, Position::default(), outcome());
+        assert_eq!(jobs.status("j1"), Some(JobStatus::Killed));
+        jobs.start("j2".into(), 1);
+        jobs.fail("j2", "writing failed".into());
+        let report = jobs.report("j2", 65536, &t, false).expect("j2");
+        assert_eq!(report.status, JobStatus::Failed);
+        assert_eq!(report.rendered, "[job: j2 failed: writing failed]");
+    }
+}

@@ -1,0 +1,215 @@
+//! Views over the session's terminal model: `Read`'s pages of history or the screen, the
+//! lines of a send's or a job's output region, the startup text (MOTD) and a watcher's replay.
+//! Pure: each reads the terminal and returns text.
+
+use super::{ReadOutcome, ReadQuery};
+use crate::render;
+use crate::screen::{Position, Terminal};
+
+/// Most lines a watcher may ask to have replayed.
+const MAX_REPLAY: u32 = 10_000;
+
+/// A page of history (or the visible screen), capped, with its metadata line.
+pub(super) fn read(terminal: &Terminal, q: ReadQuery) -> ReadOutcome {
+    let total = terminal.total_lines();
+    let first = terminal.first_line().min(total + 1);
+    if q.screen {
+        let lines = terminal.visible_screen();
+        let meta = |_| {
+            vec![format!(
+                "[screen: {} rows; history has {total} lines]",
+                lines.len()
+            )]
+        };
+        let (capped, _) =
+            render::lines_with_meta(&lines, "(empty screen)", meta, q.max_result_bytes);
+        return ReadOutcome {
+            text: capped.body,
+            total_lines: total,
+            first_line: first,
+            truncated: capped.truncated,
+            rendered: capped.rendered,
+            ..ReadOutcome::default()
+        };
+    }
+    let (begin, end) = page_bounds(total, first, &q);
+    let lines = if begin <= end && end >= 1 {
+        terminal.lines(begin, end)
+    } else {
+        Vec::new()
+    };
+    if lines.is_empty() {
+        let meta = vec![format!("[lines: none of {total}]")];
+        let capped = render::with_meta("", "(no retained output)", &meta, q.max_result_bytes);
+        return ReadOutcome {
+            total_lines: total,
+            first_line: first,
+            rendered: capped.rendered,
+            ..ReadOutcome::default()
+        };
+    }
+    let meta = |dropped: usize| {
+        vec![format!(
+            "[lines: {}-{end} of {total}]",
+            begin + dropped as u64
+        )]
+    };
+    let (capped, dropped) =
+        render::lines_with_meta(&lines, "(no retained output)", meta, q.max_result_bytes);
+    ReadOutcome {
+        text: capped.body,
+        total_lines: total,
+        first_line: first,
+        line_begin: begin + dropped as u64,
+        line_end: end,
+        truncated: capped.truncated,
+        rendered: capped.rendered,
+    }
+}
+
+/// The first and last line of a page (contract section 4): `from_line` pages forward by
+/// absolute number; otherwise the page ends `offset` lines before the newest. Empty when
+/// `begin > end`.
+fn page_bounds(total: u64, first: u64, q: &ReadQuery) -> (u64, u64) {
+    match q.from_line {
+        Some(from) => (from.max(first), from.saturating_add(q.count - 1).min(total)),
+        None => {
+            let end = total.saturating_sub(q.offset);
+            (first.max(end.saturating_sub(q.count - 1)).max(1), end)
+        }
+    }
+}
+
+/// Lines from `start` up to `end` (the end line only when the cursor had left column 0),
+/// trailing blank lines dropped.
+pub(super) fn region_lines(terminal: &Terminal, start: u64, end: Position) -> Vec<String> {
+    if end.col == 0 && end.line <= start {
+        return Vec::new();
+    }
+    let last = if end.col == 0 { end.line - 1 } else { end.line };
+    let mut lines = terminal.lines(start, last);
+    while lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    lines
+}
+
+/// A send's viewport: its output region, or the visible screen while a full-screen program
+/// shows.
+pub(super) fn viewport(terminal: &Terminal, start: u64, end: Position) -> Vec<String> {
+    if terminal.alternate_screen() {
+        terminal.visible_screen()
+    } else {
+        region_lines(terminal, start, end)
+    }
+}
+
+/// What came before the prompt line (`prompt_on_cursor_line`: an integrated shell at its
+/// first prompt, whose prompt is the cursor's line).
+pub(super) fn motd(terminal: &Terminal, prompt_on_cursor_line: bool) -> String {
+    let cursor = terminal.cursor();
+    let upto = if prompt_on_cursor_line {
+        cursor.line.saturating_sub(1)
+    } else {
+        cursor.line
+    };
+    let mut lines = terminal.lines(1, upto);
+    while lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    lines.join("\n")
+}
+
+/// The newest `replay` lines (at most `MAX_REPLAY`) a watcher starts with.
+pub(super) fn replay(terminal: &Terminal, replay: u32) -> Vec<String> {
+    if replay == 0 {
+        return Vec::new();
+    }
+    let total = terminal.total_lines();
+    let from = total.saturating_sub(u64::from(replay.min(MAX_REPLAY))) + 1;
+    terminal.lines(from, total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terminal(output: &str) -> Terminal {
+        let mut t = Terminal::new(80, 5, 1000, 1 << 20);
+        t.feed(output.as_bytes());
+        t
+    }
+
+    fn query(offset: u64, count: u64, from_line: Option<u64>) -> ReadQuery {
+        ReadQuery {
+            offset,
+            count,
+            from_line,
+            screen: false,
+            max_result_bytes: 65536,
+        }
+    }
+
+    #[test]
+    fn pages_follow_the_contract_formula() {
+        // (total, first retained, offset, count, from_line) -> (begin, end)
+        let cases = [
+            ((100, 1, 0, 10, None), (91, 100)),
+            ((100, 1, 5, 10, None), (86, 95)),
+            ((100, 1, 0, 500, None), (1, 100)),
+            ((100, 60, 0, 500, None), (60, 100)),
+            ((100, 1, 200, 10, None), (1, 0)),
+            ((100, 1, 0, 10, Some(95)), (95, 100)),
+            ((100, 50, 0, 10, Some(20)), (50, 29)),
+            ((0, 1, 0, 10, None), (1, 0)),
+        ];
+        for ((total, first, offset, count, from), want) in cases {
+            let got = page_bounds(total, first, &query(offset, count, from));
+            assert_eq!(
+                got, want,
+                "total={total} first={first} offset={offset} count={count} from={from:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn reads_name_their_lines() {
+        let t = terminal("one\r\ntwo\r\nthree\r\n");
+        let page = read(&t, query(0, 2, None));
+        assert_eq!((page.line_begin, page.line_end), (2, 3));
+        assert_eq!(page.text, "two\nthree");
+        assert!(
+            page.rendered.contains("[lines: 2-3 of 3]"),
+            "{}",
+            page.rendered
+        );
+        let none = read(&t, query(10, 2, None));
+        assert_eq!(none.text, "");
+        assert!(
+            none.rendered.contains("[lines: none of 3]"),
+            "{}",
+            none.rendered
+        );
+    }
+
+    #[test]
+    fn regions_end_before_an_untouched_cursor_line() {
+        let t = terminal("$ ls\r\na\r\nb\r\n\r\n");
+        let at = |line, col| Position { line, col };
+        assert_eq!(
+            region_lines(&t, 2, at(5, 0)),
+            ["a", "b"],
+            "blank tail dropped"
+        );
+        assert_eq!(
+            region_lines(&t, 2, at(3, 1)),
+            ["a", "b"],
+            "cursor off column 0"
+        );
+        assert_eq!(region_lines(&t, 2, at(2, 0)), Vec::<String>::new());
+        assert_eq!(replay(&t, 1), ["b"]);
+        assert_eq!(replay(&t, 0), Vec::<String>::new());
+        assert_eq!(motd(&terminal("hello\r\n$ "), true), "hello");
+        assert_eq!(motd(&terminal("hello\r\n>>> "), false), "hello\n>>>");
+    }
+}
