@@ -110,7 +110,7 @@ impl MarkKey {
     }
 
     /// The key's text, handed to the integration; `None` for `unverified`.
-    pub fn text(&self) -> Option<&str> {
+    pub(crate) fn text(&self) -> Option<&str> {
         self.0.as_deref()
     }
 

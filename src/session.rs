@@ -49,7 +49,8 @@ pub struct SessionSpec {
     /// Prompt-mark recipe in use.
     pub integration: Integration,
     /// The secret the integration's marks carry (handed to it in `env`); marks without it are
-    /// output's, not the shell's.
+    /// output's, not the shell's. The shell keeps printing it for its whole life, so it is part
+    /// of what a daemon adopting the session must keep.
     pub mark_key: MarkKey,
     /// History bound in lines.
     pub history_lines: u64,
