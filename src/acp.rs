@@ -6,9 +6,11 @@
 //! - `terminal`: a terminal send and its card; `pump`: coalescing and capping its output.
 //! - `slash`: slash commands; `wire`: the messages; `text`: pure text helpers.
 //! - `state`: per-connection state; `daemon`: the daemon on the socket or an in-process one.
+//! - `error`: the shim's error and the one status-to-ACP-error mapping.
 
 mod agent;
 mod daemon;
+mod error;
 mod pump;
 mod slash;
 mod state;
@@ -16,7 +18,8 @@ mod terminal;
 mod text;
 mod wire;
 
-use crate::cli::Global;
+pub use error::AcpError;
+use std::path::Path;
 use std::sync::Arc;
 
 /// Longest a terminal send waits: the contract's maximum `timeout_ms` (10 minutes).
@@ -44,14 +47,11 @@ pub struct AcpOptions {
     pub idle_ms: u32,
 }
 
-/// Runs the shim until the client closes stdin, then closes the sessions it opened (unless
+/// Runs the shim against the daemon on `socket` (or one inside this process when none answers
+/// there) until the client closes stdin, then closes the sessions it opened (unless
 /// `--keep-sessions`) and stops the in-process daemon if it started one.
-pub async fn run(global: &Global, options: AcpOptions) -> Result<(), String> {
-    let socket = global
-        .socket
-        .clone()
-        .unwrap_or_else(crate::server::default_socket_path);
-    let connection = daemon::Connection::establish(&socket).await?;
+pub async fn run(socket: &Path, options: AcpOptions) -> Result<(), AcpError> {
+    let connection = daemon::Connection::establish(socket).await?;
     let shim = Arc::new(state::Shim::new(
         connection.client.clone(),
         options.agent_id,
@@ -73,7 +73,7 @@ pub async fn run(global: &Global, options: AcpOptions) -> Result<(), String> {
         shim.close_all().await;
     }
     connection.stop().await;
-    served.map_err(|e| format!("ACP connection: {e}"))
+    Ok(served?)
 }
 
 /// Resolves when the shim is asked to stop (SIGTERM, SIGINT or SIGHUP), so it still closes its

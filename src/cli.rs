@@ -1,11 +1,11 @@
 //! The `ptyd` command line: `serve` runs the daemon; the client verbs call one RPC each and print
-//! its `rendered` text (or the typed response with `--json`); `completions` prints a shell
-//! completion script. Failures print one line, `error: CODE: message`, and exit 2.
+//! its `rendered` text (or, with `--json`, the typed response as `pb` serializes it); `completions`
+//! prints a shell completion script. Failures print one line, `error: CODE: message`, and exit 2.
 
 use crate::client;
 use crate::pb;
 use clap::{Args, Parser, Subcommand};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::PathBuf;
 
 /// Persistent PTY sessions for AI agents.
@@ -276,11 +276,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                 })
                 .await?
                 .into_inner();
-            let typed = json!({
-                "session": r.session.as_ref().map(session_json),
-                "motd": r.motd, "motd_truncated": r.motd_truncated, "rendered": r.rendered,
-            });
-            (r.rendered, typed, 0)
+            (r.rendered.clone(), as_json(&r)?, 0)
         }
         Verb::Send {
             session,
@@ -306,17 +302,13 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                 })
                 .await?
                 .into_inner();
-            let (typed, status) = match &r.result {
-                Some(pb::send_response::Result::Foreground(f)) => (
-                    json!({"foreground": foreground_json(f), "rendered": r.rendered}),
-                    f.exit_code.unwrap_or(0).clamp(0, 255),
-                ),
-                Some(pb::send_response::Result::JobId(j)) => {
-                    (json!({"job_id": j, "rendered": r.rendered}), 0)
+            let status = match &r.result {
+                Some(pb::send_response::Result::Foreground(f)) => {
+                    f.exit_code.unwrap_or(0).clamp(0, 255)
                 }
-                None => (json!({"rendered": r.rendered}), 0),
+                _ => 0,
             };
-            (r.rendered, typed, status)
+            (r.rendered.clone(), as_json(&r)?, status)
         }
         Verb::Read {
             session,
@@ -338,12 +330,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                 })
                 .await?
                 .into_inner();
-            let typed = json!({
-                "text": r.text, "total_lines": r.total_lines, "first_line": r.first_line,
-                "line_begin": r.line_begin, "line_end": r.line_end, "truncated": r.truncated,
-                "rendered": r.rendered,
-            });
-            (r.rendered, typed, 0)
+            (r.rendered.clone(), as_json(&r)?, 0)
         }
         Verb::Signal { session, signal } => {
             let r = c
@@ -354,8 +341,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                 })
                 .await?
                 .into_inner();
-            let typed = json!({"delivered": r.delivered, "target_pgid": r.target_pgid, "rendered": r.rendered});
-            (r.rendered, typed, 0)
+            (r.rendered.clone(), as_json(&r)?, 0)
         }
         Verb::Close { session } => {
             let r = c
@@ -365,35 +351,15 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                 })
                 .await?
                 .into_inner();
-            let outcome = pb::CloseOutcome::try_from(r.outcome)
-                .map(|o| {
-                    o.as_str_name()
-                        .trim_start_matches("CLOSE_OUTCOME_")
-                        .to_owned()
-                })
-                .unwrap_or_default();
-            let typed =
-                json!({"session_id": r.session_id, "outcome": outcome, "rendered": r.rendered});
-            (r.rendered, typed, 0)
+            (r.rendered.clone(), as_json(&r)?, 0)
         }
         Verb::List => {
             let r = c.list(pb::ListRequest { agent_id }).await?.into_inner();
-            let typed = json!({
-                "sessions": r.sessions.iter().map(session_json).collect::<Vec<_>>(),
-                "rendered": r.rendered,
-            });
-            (r.rendered, typed, 0)
+            (r.rendered.clone(), as_json(&r)?, 0)
         }
         Verb::Types => {
             let r = c.types(pb::TypesRequest {}).await?.into_inner();
-            let typed = json!({
-                "types": r.types.iter().map(|t| json!({
-                    "name": t.name, "argv": t.argv, "integration": t.integration,
-                    "description": t.description,
-                })).collect::<Vec<_>>(),
-                "rendered": r.rendered,
-            });
-            (r.rendered, typed, 0)
+            (r.rendered.clone(), as_json(&r)?, 0)
         }
         Verb::Watch {
             session,
@@ -426,13 +392,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                 })
                 .await?
                 .into_inner();
-            let typed = json!({
-                "job_id": r.job_id, "session_id": r.session_id,
-                "status": pb::JobStatus::try_from(r.status).map(|s| s.as_str_name()).unwrap_or(""),
-                "output": r.output, "truncated": r.truncated, "detail": r.detail,
-                "exit_code": r.exit_code, "rendered": r.rendered,
-            });
-            (r.rendered, typed, 0)
+            (r.rendered.clone(), as_json(&r)?, 0)
         }
         Verb::JobKill { job } => {
             let r = c
@@ -442,12 +402,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                 })
                 .await?
                 .into_inner();
-            let typed = json!({
-                "job_id": r.job_id,
-                "status": pb::JobStatus::try_from(r.status).map(|s| s.as_str_name()).unwrap_or(""),
-                "rendered": r.rendered,
-            });
-            (r.rendered, typed, 0)
+            (r.rendered.clone(), as_json(&r)?, 0)
         }
     };
     if global.json {
@@ -458,35 +413,11 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
     Ok(status)
 }
 
-fn status_json(s: Option<&pb::SessionStatus>) -> Value {
-    match s {
-        Some(s) => json!({"state": s.state, "exit_code": s.exit_code, "signal": s.signal}),
-        None => Value::Null,
-    }
-}
-
-fn session_json(s: &pb::SessionInfo) -> Value {
-    json!({
-        "session_id": s.session_id, "name": s.name, "type": s.r#type, "pid": s.pid,
-        "status": status_json(s.status.as_ref()), "cwd": s.cwd, "cols": s.cols, "rows": s.rows,
-        "busy": s.busy, "foreground": s.foreground, "created_unix_ms": s.created_unix_ms,
-        "last_output_unix_ms": s.last_output_unix_ms, "total_lines": s.total_lines,
-    })
-}
-
-fn foreground_json(f: &pb::ForegroundResult) -> Value {
-    let reason = pb::WaitReason::try_from(f.wait_reason)
-        .map(|r| {
-            r.as_str_name()
-                .trim_start_matches("WAIT_REASON_")
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
-    json!({
-        "viewport": f.viewport, "wait_reason": reason,
-        "session_status": status_json(f.session_status.as_ref()), "truncated": f.truncated,
-        "exit_code": f.exit_code, "cwd": f.cwd, "elapsed_ms": f.elapsed_ms,
-    })
+/// A response as `--json` prints it: the proto's field names, enums by their contract names
+/// (the serialization `pb` derives).
+fn as_json<T: serde::Serialize>(response: &T) -> Result<Value, CliError> {
+    serde_json::to_value(response)
+        .map_err(|e| CliError(format!("encoding the response as JSON: {e}")))
 }
 
 /// The innermost error of `e`'s source chain: for a failed connection that is the OS error

@@ -4,6 +4,7 @@
 //! `config.example.toml`) and rejects a bad file naming the file, the key and the reason.
 
 use crate::marks::Integration;
+use crate::validate::{ENV_NAME_RULE, is_env_name};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -156,6 +157,50 @@ impl Config {
     /// The type registered under `name`.
     pub fn find_type(&self, name: &str) -> Option<&TerminalType> {
         self.types.iter().find(|t| t.name == name)
+    }
+
+    /// A session's environment, built rather than inherited (contract section 7): the names of
+    /// `daemon_env` (the daemon's own environment) that `env_allowlist` lets through, then
+    /// `env_defaults`, then `PTYD_SESSION_ID`, then the type's `env`, then the request's
+    /// `overrides` (in name order); a later value replaces an earlier one of the same name.
+    pub fn session_env(
+        &self,
+        session_id: &str,
+        ty: &TerminalType,
+        overrides: &std::collections::HashMap<String, String>,
+        daemon_env: impl IntoIterator<Item = (String, String)>,
+    ) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = daemon_env
+            .into_iter()
+            .filter(|(name, _)| self.allows(name))
+            .collect();
+        let mut set = |name: &str, value: &str| {
+            env.retain(|(n, _)| n != name);
+            env.push((name.to_owned(), value.to_owned()));
+        };
+        for (name, value) in &self.env_defaults {
+            set(name, value);
+        }
+        set("PTYD_SESSION_ID", session_id);
+        for (name, value) in &ty.env {
+            set(name, value);
+        }
+        let mut names: Vec<&String> = overrides.keys().collect();
+        names.sort();
+        for name in names {
+            set(name, &overrides[name]);
+        }
+        env
+    }
+
+    /// Whether the allowlist passes the daemon's variable `name` into sessions.
+    fn allows(&self, name: &str) -> bool {
+        self.env_allowlist
+            .iter()
+            .any(|allowed| match allowed.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == allowed,
+            })
     }
 
     /// The names of all registered types, for error messages.
@@ -396,12 +441,6 @@ fn ranged(key: &str, value: u64, min: u64, max: u64) -> Result<u64, FileError> {
     }
 }
 
-/// An environment variable name: letters, digits and `_`, not starting with a digit.
-fn is_env_name(name: &str) -> bool {
-    name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
 /// Checks the names and values of an environment table at `key`.
 fn env_table(
     key: &str,
@@ -411,9 +450,7 @@ fn env_table(
         if !is_env_name(name) {
             return Err(FileError::at(
                 key,
-                format!(
-                    "{name:?} is not an environment variable name (letters, digits and _, not starting with a digit)"
-                ),
+                format!("{name:?} is not an environment variable name ({ENV_NAME_RULE})"),
             ));
         }
         if value.contains('\0') {
@@ -596,12 +633,10 @@ impl ConfigFile {
         let e = self.environment;
         if let Some(allowlist) = e.allowlist {
             for (i, entry) in allowlist.iter().enumerate() {
-                let name = entry.strip_suffix('*').unwrap_or(entry);
                 // `LC_*` style prefixes; a lone `*` passes the whole environment (the user asked).
-                let ok = if entry.ends_with('*') {
-                    name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                } else {
-                    is_env_name(name)
+                let ok = match entry.strip_suffix('*') {
+                    Some(prefix) => prefix.is_empty() || is_env_name(prefix),
+                    None => is_env_name(entry),
                 };
                 if !ok {
                     return Err(FileError::at(
@@ -690,6 +725,52 @@ mod tests {
             c.close_grace,
             c.process_tracking
         )
+    }
+
+    #[test]
+    fn the_session_environment_is_built_in_order() {
+        let config = load_text(
+            "[environment]\nallowlist = [\"PATH\", \"LC_*\"]\ndefaults = { PAGER = \"less\" }\n",
+        )
+        .expect("loads");
+        let daemon = [
+            ("PATH", "/bin"),
+            ("LC_ALL", "C"),
+            ("SECRET_TOKEN", "s3cret"),
+            ("PAGER", "more"),
+            ("LCX", "no"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let mut ty = config.find_type("python").unwrap().clone();
+        ty.env = vec![
+            ("PYTHONUNBUFFERED".into(), "1".into()),
+            ("PAGER".into(), "ty".into()),
+        ];
+        let overrides = [("PAGER", "req"), ("PTYD_SESSION_ID", "t99"), ("A", "a")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into_iter()
+            .collect();
+        let env = config.session_env("t7", &ty, &overrides, daemon);
+        let value = |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+        let table = [
+            ("PATH", Some("/bin")),           // allowlisted
+            ("LC_ALL", Some("C")),            // allowlisted by prefix
+            ("SECRET_TOKEN", None),           // not allowlisted
+            ("LCX", None),                    // the prefix is LC_, not LC
+            ("TERM", Some("xterm-256color")), // a built-in default
+            ("PAGER", Some("req")),           // daemon < default < type < request
+            ("PYTHONUNBUFFERED", Some("1")),
+            ("PTYD_SESSION_ID", Some("t99")), // the request has the last word
+            ("A", Some("a")),
+        ];
+        for (name, expected) in table {
+            assert_eq!(value(name), expected, "{name}");
+        }
+        let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "each name once: {names:?}");
     }
 
     #[test]

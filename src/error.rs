@@ -16,12 +16,6 @@ pub enum Error {
     /// A session or job limit was reached.
     #[error("{0}")]
     ResourceExhausted(String),
-    /// The caller went away or cancelled.
-    #[error("{0}")]
-    Cancelled(String),
-    /// The RPC exists in the contract but this build does not serve it yet.
-    #[error("{0}")]
-    Unimplemented(String),
     /// A broken invariant: a bug in ptyd.
     #[error("internal error: {0}")]
     Internal(String),

@@ -39,16 +39,16 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::transport::server::Connected;
 
 /// The HTTP/2 client connection preface.
-const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Length of an HTTP/2 frame header.
-const FRAME_HEAD_LEN: usize = 9;
+pub(crate) const FRAME_HEAD_LEN: usize = 9;
 
-const TYPE_HEADERS: u8 = 0x1;
+pub(crate) const TYPE_HEADERS: u8 = 0x1;
 const TYPE_PUSH_PROMISE: u8 = 0x5;
 const TYPE_CONTINUATION: u8 = 0x9;
 
-const FLAG_END_STREAM: u8 = 0x1;
-const FLAG_END_HEADERS: u8 = 0x4;
+pub(crate) const FLAG_END_STREAM: u8 = 0x1;
+pub(crate) const FLAG_END_HEADERS: u8 = 0x4;
 const FLAG_PADDED: u8 = 0x8;
 const FLAG_PRIORITY: u8 = 0x20;
 
@@ -92,11 +92,6 @@ impl<S> AuthorityFix<S> {
             pending_pos: 0,
             chunk: vec![0; READ_CHUNK].into_boxed_slice(),
         }
-    }
-
-    /// The wrapped connection.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
     }
 }
 
@@ -505,7 +500,13 @@ fn encode_literal(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     }
 }
 
-fn write_frame_head(out: &mut Vec<u8>, len: usize, frame_type: u8, flags: u8, stream_id: u32) {
+pub(crate) fn write_frame_head(
+    out: &mut Vec<u8>,
+    len: usize,
+    frame_type: u8,
+    flags: u8,
+    stream_id: u32,
+) {
     debug_assert!(len <= MAX_FRAME_PAYLOAD);
     out.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
     out.push(frame_type);

@@ -3,10 +3,14 @@
 //! happened (prompt, stdin read, idle, timeout, exit) with byte-capped, model-ready text.
 //!
 //! # Layout
-//! - [`server`]: the socket, peer check, and `serve(listener, config, shutdown)`.
-//! - [`h2_authority`]: accepts clients that send the socket path as HTTP/2 `:authority`.
-//! - [`service`]: the gRPC `Terminals` service and the error-to-status table.
-//! - [`registry`]: sessions keyed by owner agent; ids; limits.
+//! - [`server`]: `ptyd serve`'s start-up ([`server::run`]: config, signals, socket activation or
+//!   bind, the TCP token), the socket, the peer check and the refusal another user gets, the
+//!   caller's deadline, and `serve(listener, config, shutdown)`.
+//! - `h2_authority`: accepts clients that send the socket path as HTTP/2 `:authority`.
+//! - `service`: the gRPC `Terminals` service (protocol only: validate, registry, session,
+//!   `pb` response) and the error-to-status table.
+//! - `registry`: sessions keyed by owner agent; ids; limits as reservations taken before a
+//!   session starts.
 //! - [`session`]: one actor task per PTY session: the loop and handlers (`session/actor.rs`),
 //!   the shell's state machine (`shell.rs`, pure), the send in flight (`send.rs`), jobs
 //!   (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin probe's
@@ -22,12 +26,13 @@
 //! - [`waiting`]: deciding the wait reason (pure).
 //! - [`render`]: byte-capped model-facing text (pure).
 //! - `memory`: one `malloc_trim` after a burst of sessions rests or closes.
-//! - [`validate`]: request checks with messages that name the field (pure).
-//! - [`config`]: terminal types, limits, defaults, environment policy.
-//! - [`acp`]: the ACP agent shim (`ptyd acp`).
+//! - `validate`: request checks with messages that name the field, and the one rule for
+//!   environment names (pure).
+//! - [`config`]: terminal types, limits, defaults, the session environment policy.
+//! - [`acp`]: the ACP agent shim (`ptyd acp`) and its typed error.
 //! - [`client`]: typed client over the socket.
-//! - [`cli`]: the `ptyd` command line.
-//! - [`pb`]: protobuf glue.
+//! - [`cli`]: the `ptyd` command line (client verbs; `--json` prints `pb`'s serialization).
+//! - [`pb`]: protobuf glue: generated code, conversions, responses, JSON.
 //! - [`error`]: the library's error type.
 #![warn(missing_docs)]
 
@@ -36,19 +41,19 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;
-pub mod h2_authority;
+pub(crate) mod h2_authority;
 pub mod history;
 pub mod marks;
 pub(crate) mod memory;
 pub mod pb;
 pub mod process;
-pub mod registry;
+pub(crate) mod registry;
 pub mod render;
 pub mod screen;
 pub mod server;
-pub mod service;
+pub(crate) mod service;
 pub mod session;
-pub mod validate;
+pub(crate) mod validate;
 pub mod waiting;
 
 pub use error::{Error, Result};

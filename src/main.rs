@@ -43,22 +43,29 @@ fn main() -> ExitCode {
             process_tracking,
         } => {
             init_tracing();
-            let options = ServeFlags {
+            let options = ptyd::server::ServeOptions {
+                socket: cli.global.socket,
+                config,
+                check_config,
                 listen_tcp,
                 token_file,
                 process_tracking,
             };
-            match runtime.block_on(serve(&cli.global, config, check_config, options)) {
+            match runtime.block_on(ptyd::server::run(options)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    eprintln!("error: {e}");
                     ExitCode::from(1)
                 }
             }
         }
         Verb::Acp(options) => {
             init_tracing();
-            match runtime.block_on(ptyd::acp::run(&cli.global, options)) {
+            let socket = cli
+                .global
+                .socket
+                .unwrap_or_else(ptyd::server::default_socket_path);
+            match runtime.block_on(ptyd::acp::run(&socket, options)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -91,79 +98,4 @@ fn init_tracing() {
     } else {
         builder.init();
     }
-}
-
-/// `serve`'s flags beyond the config file.
-struct ServeFlags {
-    listen_tcp: Option<std::net::SocketAddr>,
-    token_file: Option<std::path::PathBuf>,
-    process_tracking: Option<ptyd::process::ProcessTracking>,
-}
-
-async fn serve(
-    global: &ptyd::cli::Global,
-    config_path: Option<std::path::PathBuf>,
-    check_only: bool,
-    flags: ServeFlags,
-) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let mut config = ptyd::config::Config::load(config_path.as_deref())?;
-    if let Some(tracking) = flags.process_tracking {
-        config.process_tracking = tracking;
-    }
-    let config_file = ptyd::config::Config::file_to_load(config_path.as_deref());
-    if check_only {
-        match config_file {
-            Some(file) => eprintln!("ptyd: configuration {} is valid", file.display()),
-            None => eprintln!("ptyd: no configuration file; the built-in defaults apply"),
-        }
-        return Ok(());
-    }
-    match &config_file {
-        Some(file) => tracing::info!(file = %file.display(), "configuration loaded"),
-        None => tracing::info!("no configuration file; using the built-in defaults"),
-    }
-    // Handlers first: a SIGTERM that arrives once the socket is announced must shut down
-    // cleanly, not kill the process with the default action.
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    };
-    let listener = match ptyd::server::activated_listener()? {
-        Some(l) => {
-            tracing::info!("serving the socket passed by systemd socket activation");
-            l
-        }
-        None => {
-            let path = global
-                .socket
-                .clone()
-                .unwrap_or_else(ptyd::server::default_socket_path);
-            let l = ptyd::server::bind(&path)
-                .with_context(|| format!("starting on {}", path.display()))?;
-            eprintln!("ptyd: listening on {}", path.display());
-            l
-        }
-    };
-    let tcp = match (flags.listen_tcp, flags.token_file) {
-        (Some(address), Some(token_file)) => {
-            let token = ptyd::server::read_token_file(&token_file)?;
-            let listener = tokio::net::TcpListener::bind(address)
-                .await
-                .with_context(|| format!("listening on tcp {address}"))?;
-            eprintln!(
-                "ptyd: also listening on tcp {} (bearer token required)",
-                listener.local_addr().unwrap_or(address)
-            );
-            Some(ptyd::server::TcpServing { listener, token })
-        }
-        _ => None,
-    };
-    ptyd::server::serve_with(listener, tcp, config, shutdown).await?;
-    Ok(())
 }

@@ -1,14 +1,23 @@
 //! All protobuf glue: the code generated from `proto/ptyd/v1/ptyd.proto` (package `ptyd.v1`),
-//! its encoded descriptor for server reflection, and conversions from domain types.
-#![allow(missing_docs, clippy::all)]
+//! its encoded descriptor for server reflection, the conversions from domain types to messages,
+//! the responses the service answers with (their `rendered` text included), and how messages
+//! print as JSON (`json`, used by the CLI's `--json` through the derives `build.rs` adds).
 
-tonic::include_proto!("ptyd.v1");
+/// The generated code, unlinted: it is prost's and tonic's, not ours.
+#[allow(missing_docs, clippy::all)]
+mod generated {
+    tonic::include_proto!("ptyd.v1");
+}
+pub use generated::*;
 
 /// The encoded file descriptor set, served by gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("ptyd_descriptor");
 
+mod responses;
+pub(crate) use responses::*;
+
 use crate::process::pty::ExitKind;
-use crate::session::Status;
+use crate::session::{self, Status};
 use crate::waiting;
 
 impl From<Status> for SessionStatus {
@@ -41,6 +50,189 @@ impl From<waiting::WaitReason> for WaitReason {
             waiting::WaitReason::InferredIdle => WaitReason::InferredIdle,
             waiting::WaitReason::Timeout => WaitReason::Timeout,
             waiting::WaitReason::SessionExit => WaitReason::SessionExit,
+        }
+    }
+}
+
+impl From<session::JobStatus> for JobStatus {
+    fn from(status: session::JobStatus) -> JobStatus {
+        match status {
+            session::JobStatus::Running => JobStatus::Running,
+            session::JobStatus::Completed => JobStatus::Completed,
+            session::JobStatus::Killed => JobStatus::Killed,
+            session::JobStatus::Failed => JobStatus::Failed,
+        }
+    }
+}
+
+impl From<session::SendOutcome> for ForegroundResult {
+    fn from(outcome: session::SendOutcome) -> ForegroundResult {
+        ForegroundResult {
+            viewport: outcome.viewport,
+            wait_reason: WaitReason::from(outcome.reason) as i32,
+            session_status: Some(outcome.status.into()),
+            truncated: outcome.truncated,
+            exit_code: outcome.exit_code,
+            cwd: outcome.cwd,
+            elapsed_ms: outcome.elapsed.as_millis() as u64,
+        }
+    }
+}
+
+impl From<session::SendOutcome> for SendResponse {
+    fn from(outcome: session::SendOutcome) -> SendResponse {
+        SendResponse {
+            rendered: outcome.rendered.clone(),
+            result: Some(send_response::Result::Foreground(outcome.into())),
+        }
+    }
+}
+
+impl From<session::ReadOutcome> for ReadResponse {
+    fn from(page: session::ReadOutcome) -> ReadResponse {
+        ReadResponse {
+            text: page.text,
+            total_lines: page.total_lines,
+            first_line: page.first_line,
+            line_begin: page.line_begin,
+            line_end: page.line_end,
+            truncated: page.truncated,
+            rendered: page.rendered,
+        }
+    }
+}
+
+impl From<&crate::config::TerminalType> for TerminalType {
+    fn from(t: &crate::config::TerminalType) -> TerminalType {
+        TerminalType {
+            name: t.name.clone(),
+            argv: t.argv.clone(),
+            integration: t.integration.name().to_owned(),
+            description: t.description.clone(),
+        }
+    }
+}
+
+impl WaitReason {
+    /// The contract's name: `prompt`, `stdin_read`, ... (empty for an unset reason).
+    pub fn contract_name(self) -> &'static str {
+        match self {
+            WaitReason::Unspecified => "",
+            WaitReason::Prompt => "prompt",
+            WaitReason::StdinRead => "stdin_read",
+            WaitReason::InferredIdle => "inferred_idle",
+            WaitReason::Timeout => "timeout",
+            WaitReason::SessionExit => "session_exit",
+        }
+    }
+}
+
+/// How the enum fields print as JSON: by the names the contract uses (`prompt`, `RUNNING`,
+/// `CLOSED`) rather than as numbers; a number the proto does not know prints as itself.
+pub mod json {
+    use serde::Serializer;
+
+    /// `WaitReason` as `prompt`, `stdin_read`, ... (lower case, as rendered).
+    pub fn wait_reason<S: Serializer>(value: &i32, s: S) -> Result<S::Ok, S::Error> {
+        match super::WaitReason::try_from(*value) {
+            Ok(reason) => s.serialize_str(reason.contract_name()),
+            Err(_) => s.serialize_i32(*value),
+        }
+    }
+
+    /// `JobStatus` as `RUNNING`, `COMPLETED`, `KILLED`, `FAILED`.
+    pub fn job_status<S: Serializer>(value: &i32, s: S) -> Result<S::Ok, S::Error> {
+        match super::JobStatus::try_from(*value) {
+            Ok(status) => s.serialize_str(status.as_str_name().trim_start_matches("JOB_STATUS_")),
+            Err(_) => s.serialize_i32(*value),
+        }
+    }
+
+    /// `CloseOutcome` as `CLOSED` or `ALREADY_CLOSING`.
+    pub fn close_outcome<S: Serializer>(value: &i32, s: S) -> Result<S::Ok, S::Error> {
+        match super::CloseOutcome::try_from(*value) {
+            Ok(outcome) => {
+                s.serialize_str(outcome.as_str_name().trim_start_matches("CLOSE_OUTCOME_"))
+            }
+            Err(_) => s.serialize_i32(*value),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn messages_print_as_json_with_contract_names() {
+        let foreground = SendResponse {
+            rendered: "r".into(),
+            result: Some(send_response::Result::Foreground(ForegroundResult {
+                viewport: "v".into(),
+                wait_reason: WaitReason::StdinRead as i32,
+                session_status: Some(Status::Running.into()),
+                truncated: false,
+                exit_code: None,
+                cwd: "/".into(),
+                elapsed_ms: 3,
+            })),
+        };
+        assert_eq!(
+            serde_json::to_value(&foreground).unwrap(),
+            json!({"rendered": "r", "foreground": {
+                "viewport": "v", "wait_reason": "stdin_read",
+                "session_status": {"state": "running", "exit_code": null, "signal": null},
+                "truncated": false, "exit_code": null, "cwd": "/", "elapsed_ms": 3,
+            }})
+        );
+        let job = SendResponse {
+            rendered: "started background job j1".into(),
+            result: Some(send_response::Result::JobId("j1".into())),
+        };
+        assert_eq!(
+            serde_json::to_value(&job).unwrap(),
+            json!({"rendered": "started background job j1", "job_id": "j1"})
+        );
+        let table = [
+            (
+                serde_json::to_value(JobKillResponse {
+                    job_id: "j1".into(),
+                    status: JobStatus::Killed as i32,
+                    rendered: String::new(),
+                }),
+                "status",
+                json!("KILLED"),
+            ),
+            (
+                serde_json::to_value(CloseResponse {
+                    session_id: "t1".into(),
+                    outcome: CloseOutcome::AlreadyClosing as i32,
+                    rendered: String::new(),
+                }),
+                "outcome",
+                json!("ALREADY_CLOSING"),
+            ),
+            (
+                serde_json::to_value(JobKillResponse {
+                    job_id: "j1".into(),
+                    status: 99,
+                    rendered: String::new(),
+                }),
+                "status",
+                json!(99),
+            ),
+            (
+                serde_json::to_value(SessionInfo {
+                    r#type: "shell".into(),
+                    ..Default::default()
+                }),
+                "type",
+                json!("shell"),
+            ),
+        ];
+        for (value, field, expected) in table {
+            assert_eq!(value.unwrap()[field], expected, "{field}");
         }
     }
 }

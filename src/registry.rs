@@ -1,33 +1,117 @@
 //! Sessions keyed by id, each owned by one agent; id issuing and the session limits. A lookup
 //! by another agent fails exactly like a lookup of an unknown id, so existence never leaks.
+//!
+//! Limits are held as slots: [`Registry::reserve`] checks and takes a slot in one step, before
+//! the session starts, so concurrent `Open`s cannot all pass the check and then all insert. The
+//! slot lives in the [`Reservation`] until the started session is registered with
+//! [`Registry::insert`], then in the registry's entry; dropping either (a failed start, a caller
+//! that hung up, a removed session) gives the slot back.
 
 use crate::error::{Error, Result};
 use crate::session::SessionHandle;
 use dashmap::DashMap;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A registered session and its owner.
-#[derive(Clone)]
-pub struct Entry {
+struct Entry {
     /// The agent that opened it.
-    pub owner: String,
+    owner: String,
     /// The session actor.
-    pub handle: SessionHandle,
+    handle: SessionHandle,
+    /// The session's place under the limits, given back when the entry is removed.
+    _slot: Slot,
 }
 
 /// A background job: which agent owns it and which session runs it.
 #[derive(Clone)]
-pub struct JobEntry {
+pub(crate) struct JobEntry {
     /// The agent that started it.
-    pub owner: String,
+    owner: String,
     /// The session it runs in.
-    pub handle: SessionHandle,
+    pub(crate) handle: SessionHandle,
+}
+
+/// Sessions held or being started, per agent and in all: what the limits count.
+#[derive(Default)]
+struct SlotCounts {
+    total: usize,
+    per_agent: HashMap<String, usize>,
+}
+
+/// The slot counts behind a short-held std mutex: taken only to check and bump two counters,
+/// never across an `.await`.
+#[derive(Clone, Default)]
+struct Slots(Arc<Mutex<SlotCounts>>);
+
+impl Slots {
+    fn lock(&self) -> MutexGuard<'_, SlotCounts> {
+        // The counters stay consistent even if a holder panicked: each update is one statement.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a slot for `owner` when both limits allow it.
+    fn take(&self, owner: &str, per_agent: usize, total: usize) -> Result<Slot> {
+        let mut counts = self.lock();
+        if counts.total >= total {
+            return Err(Error::ResourceExhausted(format!(
+                "the daemon already holds its limit of {total} sessions"
+            )));
+        }
+        let mine = counts.per_agent.get(owner).copied().unwrap_or(0);
+        if mine >= per_agent {
+            return Err(Error::ResourceExhausted(format!(
+                "agent_id {owner:?} already holds its limit of {per_agent} sessions; close one first"
+            )));
+        }
+        counts.total += 1;
+        counts.per_agent.insert(owner.to_owned(), mine + 1);
+        Ok(Slot {
+            slots: self.clone(),
+            owner: owner.to_owned(),
+        })
+    }
+}
+
+/// One session's place under the limits; given back on drop.
+struct Slot {
+    slots: Slots,
+    owner: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = self.slots.lock();
+        counts.total = counts.total.saturating_sub(1);
+        if let Some(mine) = counts.per_agent.get_mut(&self.owner) {
+            *mine = mine.saturating_sub(1);
+            if *mine == 0 {
+                counts.per_agent.remove(&self.owner);
+            }
+        }
+    }
+}
+
+/// A session slot taken under the limits and the id the session will have. Hand it to
+/// [`Registry::insert`] once the session started; dropping it gives the slot back.
+pub(crate) struct Reservation {
+    id: String,
+    slot: Slot,
+}
+
+impl Reservation {
+    /// The id issued for the session.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
 }
 
 /// All live sessions and retained jobs of the daemon.
 #[derive(Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     sessions: DashMap<u64, Entry>,
+    slots: Slots,
     jobs: DashMap<u64, JobEntry>,
     next_job: AtomicU64,
     /// Sessions being closed right now (so a second Close answers ALREADY_CLOSING).
@@ -46,42 +130,41 @@ fn job_number(id: &str) -> Option<u64> {
 }
 
 impl Registry {
-    /// A fresh session id; never reused during the daemon's lifetime.
-    pub fn issue_session_id(&self) -> String {
-        format!("t{}", self.next_session.fetch_add(1, Ordering::Relaxed) + 1)
+    /// Takes a session slot for `owner` (at most `per_agent` for one agent, `total` in all,
+    /// counting sessions still starting) and issues the new session's id, which is never reused
+    /// during the daemon's lifetime.
+    pub(crate) fn reserve(
+        &self,
+        owner: &str,
+        per_agent: usize,
+        total: usize,
+    ) -> Result<Reservation> {
+        let slot = self.slots.take(owner, per_agent, total)?;
+        let n = self.next_session.fetch_add(1, Ordering::Relaxed) + 1;
+        Ok(Reservation {
+            id: format!("t{n}"),
+            slot,
+        })
     }
 
-    /// Checks the limits for a new session of `owner`.
-    pub fn check_limits(&self, owner: &str, per_agent: usize, total: usize) -> Result<()> {
-        if self.sessions.len() >= total {
-            return Err(Error::ResourceExhausted(format!(
-                "the daemon already holds its limit of {total} sessions"
-            )));
-        }
-        let mine = self.sessions.iter().filter(|e| e.owner == owner).count();
-        if mine >= per_agent {
-            return Err(Error::ResourceExhausted(format!(
-                "agent_id {owner:?} already holds its limit of {per_agent} sessions; close one first"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Registers a started session.
-    pub fn insert(&self, owner: &str, handle: SessionHandle) {
-        if let Some(n) = session_number(&handle.spec.id) {
+    /// Registers a started session under its reservation (whose id it must carry).
+    pub(crate) fn insert(&self, reservation: Reservation, handle: SessionHandle) {
+        debug_assert_eq!(reservation.id, handle.spec.id);
+        let Reservation { id, slot } = reservation;
+        if let Some(n) = session_number(&id) {
             self.sessions.insert(
                 n,
                 Entry {
-                    owner: owner.to_owned(),
+                    owner: slot.owner.clone(),
                     handle,
+                    _slot: slot,
                 },
             );
         }
     }
 
     /// The session `id` if `owner` owns it.
-    pub fn get(&self, owner: &str, id: &str) -> Result<SessionHandle> {
+    pub(crate) fn get(&self, owner: &str, id: &str) -> Result<SessionHandle> {
         session_number(id)
             .and_then(|n| self.sessions.get(&n))
             .filter(|e| e.owner == owner)
@@ -90,14 +173,14 @@ impl Registry {
     }
 
     /// Whether `owner`'s session `id` is being closed by another request.
-    pub fn is_closing(&self, owner: &str, id: &str) -> bool {
+    pub(crate) fn is_closing(&self, owner: &str, id: &str) -> bool {
         session_number(id)
             .and_then(|n| self.closing.get(&n))
             .is_some_and(|o| o.value() == owner)
     }
 
     /// Marks `id` as closing; false when another close already did.
-    pub fn begin_close(&self, owner: &str, id: &str) -> bool {
+    pub(crate) fn begin_close(&self, owner: &str, id: &str) -> bool {
         let Some(n) = session_number(id) else {
             return false;
         };
@@ -111,7 +194,7 @@ impl Registry {
     }
 
     /// Forgets a closed session.
-    pub fn remove(&self, id: &str) {
+    pub(crate) fn remove(&self, id: &str) {
         if let Some(n) = session_number(id) {
             self.sessions.remove(&n);
             self.closing.remove(&n);
@@ -120,7 +203,7 @@ impl Registry {
     }
 
     /// `owner`'s sessions, oldest first.
-    pub fn list(&self, owner: &str) -> Vec<SessionHandle> {
+    pub(crate) fn list(&self, owner: &str) -> Vec<SessionHandle> {
         let mut mine: Vec<(u64, SessionHandle)> = self
             .sessions
             .iter()
@@ -134,7 +217,7 @@ impl Registry {
     /// Registers a new job of `owner` in `handle`'s session and returns its id. Beyond `keep`
     /// jobs per agent the oldest finished ones are forgotten (only the newest job of a session
     /// can still be running: a session runs one send at a time).
-    pub fn insert_job(&self, owner: &str, handle: SessionHandle, keep: usize) -> String {
+    pub(crate) fn insert_job(&self, owner: &str, handle: SessionHandle, keep: usize) -> String {
         let n = self.next_job.fetch_add(1, Ordering::Relaxed) + 1;
         let mut mine: Vec<(u64, String)> = self
             .jobs
@@ -165,7 +248,7 @@ impl Registry {
     }
 
     /// The job `id` if `owner` owns it.
-    pub fn job(&self, owner: &str, id: &str) -> Result<JobEntry> {
+    pub(crate) fn job(&self, owner: &str, id: &str) -> Result<JobEntry> {
         job_number(id)
             .and_then(|n| self.jobs.get(&n))
             .filter(|e| e.owner == owner)
@@ -174,14 +257,14 @@ impl Registry {
     }
 
     /// Forgets a job whose send could not start.
-    pub fn remove_job(&self, id: &str) {
+    pub(crate) fn remove_job(&self, id: &str) {
         if let Some(n) = job_number(id) {
             self.jobs.remove(&n);
         }
     }
 
     /// Every session, for shutdown.
-    pub fn all(&self) -> Vec<SessionHandle> {
+    pub(crate) fn all(&self) -> Vec<SessionHandle> {
         self.sessions.iter().map(|e| e.handle.clone()).collect()
     }
 }

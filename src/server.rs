@@ -1,7 +1,18 @@
 //! The daemon process: the socket (default path, 0700 directory, 0600 socket, stale-socket
 //! replacement, a clear refusal when another daemon serves it, systemd socket activation), the
 //! peer-uid check on every connection, and `serve`, which runs the `Terminals` service next to
-//! `grpc.health.v1` and server reflection until shutdown, then closes every session.
+//! `grpc.health.v1` and server reflection (v1 and v1alpha) until shutdown, then closes every
+//! session.
+//!
+//! - `startup`: `ptyd serve` from its flags ([`run`]): config, signals, listeners.
+//! - `refusal`: the answer to a connection from another user.
+//! - `deadline`: the caller's `grpc-timeout`, answered `DEADLINE_EXCEEDED`.
+
+mod deadline;
+mod refusal;
+mod startup;
+
+pub use startup::{ServeOptions, run};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -31,7 +42,7 @@ pub fn default_socket_path() -> PathBuf {
 
 /// Binds the daemon's socket at `path`: creates the directory 0700, refuses when a live daemon
 /// answers there, replaces a stale socket file, and sets the socket to 0600.
-pub fn bind(path: &Path) -> Result<UnixListener> {
+pub(crate) fn bind(path: &Path) -> Result<UnixListener> {
     if let Some(dir) = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty() && !d.exists())
@@ -69,7 +80,7 @@ pub fn bind(path: &Path) -> Result<UnixListener> {
 }
 
 /// The socket passed by systemd socket activation (`LISTEN_FDS=1`, fd 3), if any.
-pub fn activated_listener() -> Result<Option<UnixListener>> {
+pub(crate) fn activated_listener() -> Result<Option<UnixListener>> {
     use std::os::fd::FromRawFd;
     let pid_matches = std::env::var("LISTEN_PID")
         .ok()
@@ -99,16 +110,16 @@ pub async fn serve(
 }
 
 /// A TCP listener next to the socket, and the bearer token its clients must send.
-pub struct TcpServing {
+pub(crate) struct TcpServing {
     /// The bound listener.
-    pub listener: TcpListener,
+    pub(crate) listener: TcpListener,
     /// What clients send as `authorization: Bearer <token>`.
-    pub token: String,
+    pub(crate) token: String,
 }
 
 /// Reads the bearer token for `--listen-tcp` from `path`: its trimmed content, which must not
 /// be empty, in a file only its owner can read.
-pub fn read_token_file(path: &Path) -> Result<String> {
+pub(crate) fn read_token_file(path: &Path) -> Result<String> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).map_err(Error::io(format!(
         "reading the token file {}",
@@ -139,7 +150,7 @@ pub fn read_token_file(path: &Path) -> Result<String> {
 /// Sets up process ownership first: resolves `config.process_tracking` (a forced `cgroup`
 /// without a usable cgroup is an error), makes the daemon a child subreaper and reaps what it
 /// adopts.
-pub async fn serve_with(
+pub(crate) async fn serve_with(
     listener: UnixListener,
     tcp: Option<TcpServing>,
     mut config: Config,
@@ -171,20 +182,34 @@ pub async fn serve_with(
 
     let allow_root = config.allow_root;
     let own_uid = nix::unistd::getuid().as_raw();
-    // Each connection goes through `AuthorityFix`, so clients that send the socket path as the
-    // HTTP/2 `:authority` (grpcio, grpc-java, grpc-swift, grpcurl) are accepted as they are.
-    let incoming = UnixListenerStream::new(listener)
-        .filter(move |conn| match conn {
-            Ok(stream) => peer_allowed(stream, own_uid, allow_root),
-            Err(_) => true,
-        })
-        .map(|conn| conn.map(crate::h2_authority::AuthorityFix::new));
+    let refusals = Arc::new(tokio::sync::Semaphore::new(
+        refusal::MAX_CONCURRENT_REFUSALS,
+    ));
+    // A connection from another user is answered by `refusal` and goes no further. Each other
+    // one goes through `AuthorityFix`, so clients that send the socket path as the HTTP/2
+    // `:authority` (grpcio, grpc-java, grpc-swift, grpcurl) are accepted as they are.
+    let incoming = UnixListenerStream::new(listener).filter_map(move |conn| match conn {
+        Ok(stream) => match peer_check(&stream, own_uid, allow_root) {
+            Ok(()) => Some(Ok(crate::h2_authority::AuthorityFix::new(stream))),
+            Err(message) => {
+                if let Ok(permit) = refusals.clone().try_acquire_owned() {
+                    tokio::spawn(async move {
+                        refusal::refuse(stream, message).await;
+                        drop(permit);
+                    });
+                }
+                None
+            }
+        },
+        Err(e) => Some(Err(e)),
+    });
 
     // One stop for both listeners: the caller's shutdown, or either server failing.
     let stop = tokio_util::sync::CancellationToken::new();
     let (reflection_v1, reflection_v1alpha) = reflection()?;
     let unix = async {
         let result = tonic::transport::Server::builder()
+            .layer(deadline::DeadlineLayer)
             .add_service(health_service.clone())
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
@@ -208,6 +233,7 @@ pub async fn serve_with(
             .layer(tonic::service::InterceptorLayer::new(
                 move |request: tonic::Request<()>| check_bearer(request, &expected),
             ))
+            .layer(deadline::DeadlineLayer)
             .add_service(health_service.clone())
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
@@ -241,7 +267,8 @@ pub async fn serve_with(
     tcp_result
 }
 
-/// gRPC server reflection, v1 and v1alpha.
+/// gRPC server reflection, v1 and v1alpha; each lists both reflection services, so a client
+/// that lists with one finds the other.
 #[allow(clippy::type_complexity)]
 fn reflection() -> Result<(
     tonic_reflection::server::v1::ServerReflectionServer<
@@ -254,11 +281,13 @@ fn reflection() -> Result<(
     let v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| Error::Internal(format!("building reflection: {e}")))?;
     let v1alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
         .build_v1alpha()
         .map_err(|e| Error::Internal(format!("building reflection: {e}")))?;
     Ok((v1, v1alpha))
@@ -290,16 +319,21 @@ fn check_bearer(
 }
 
 /// Peer-credential check: only the daemon's own uid (and root when configured) may connect.
-fn peer_allowed(stream: &tokio::net::UnixStream, own_uid: u32, allow_root: bool) -> bool {
+/// A refused peer gets the refusal's words.
+fn peer_check(
+    stream: &tokio::net::UnixStream,
+    own_uid: u32,
+    allow_root: bool,
+) -> std::result::Result<(), String> {
     match stream.peer_cred() {
-        Ok(cred) if cred.uid() == own_uid || (allow_root && cred.uid() == 0) => true,
+        Ok(cred) if cred.uid() == own_uid || (allow_root && cred.uid() == 0) => Ok(()),
         Ok(cred) => {
             tracing::warn!(uid = cred.uid(), "refused a connection from another user");
-            false
+            Err(refusal::message(own_uid, Some(cred.uid()), cred.uid() == 0))
         }
         Err(e) => {
             tracing::warn!(error = %e, "refused a connection without peer credentials");
-            false
+            Err(refusal::message(own_uid, None, false))
         }
     }
 }

@@ -8,9 +8,7 @@ use crate::marks::{IntegrationFiles, MarkKey};
 use crate::pb;
 use crate::registry::Registry;
 use crate::render;
-use crate::session::{
-    JobStatus, ReadQuery, SendInput, SendOutcome, SessionHandle, SessionSpec, Status,
-};
+use crate::session::{ReadQuery, SendInput, SessionHandle, SessionSpec, Status};
 use crate::validate;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -36,8 +34,6 @@ impl From<Error> for tonic::Status {
             Error::NotFound(_) => Code::NotFound,
             Error::FailedPrecondition(_) => Code::FailedPrecondition,
             Error::ResourceExhausted(_) => Code::ResourceExhausted,
-            Error::Cancelled(_) => Code::Cancelled,
-            Error::Unimplemented(_) => Code::Unimplemented,
             Error::Internal(_) | Error::Io { .. } | Error::Transport(_) => {
                 tracing::error!(error = %e, "internal error");
                 Code::Internal
@@ -49,7 +45,7 @@ impl From<Error> for tonic::Status {
 
 /// The service state shared by all requests.
 #[derive(Clone)]
-pub struct Terminals {
+pub(crate) struct Terminals {
     registry: Arc<Registry>,
     config: Arc<Config>,
     integration: Arc<IntegrationFiles>,
@@ -74,7 +70,7 @@ fn finish<T>(rpc: &str, agent: &str, id: &str, result: Result<T>) -> RpcResult<T
 
 impl Terminals {
     /// A service over `registry` with `config`, using the wrappers in `integration`.
-    pub fn new(
+    pub(crate) fn new(
         registry: Arc<Registry>,
         config: Arc<Config>,
         integration: IntegrationFiles,
@@ -115,16 +111,17 @@ impl Terminals {
             ))
         })?;
         let cwd = self.resolve_cwd(&req.cwd)?;
-        for name in req.env.keys() {
-            validate::env_name(name)?;
+        for (name, value) in &req.env {
+            validate::env_var(name, value)?;
         }
-        self.registry.check_limits(
+        // The slot is taken before the session starts and given back if it does not.
+        let reservation = self.registry.reserve(
             &req.agent_id,
             self.config.limits.sessions_per_agent,
             self.config.limits.sessions_total,
         )?;
-        let id = self.registry.issue_session_id();
-        let mut env = self.session_env(&id, &ty.env, &req.env);
+        let id = reservation.id().to_owned();
+        let mut env = self.config.session_env(&id, ty, &req.env, std::env::vars());
         let mut argv = ty.argv.clone();
         // Every session gets a key, one without integration too: then no mark counts.
         let mark_key = MarkKey::generate()
@@ -137,7 +134,7 @@ impl Terminals {
             &mut env,
         );
         let spec = SessionSpec {
-            id: id.clone(),
+            id,
             name: req.name.clone(),
             type_name: ty.name.clone(),
             argv,
@@ -169,28 +166,8 @@ impl Terminals {
                 }
             )));
         }
-        self.registry.insert(&req.agent_id, handle.clone());
-        let mut header = format!("started terminal session {id}");
-        if !req.name.is_empty() {
-            header.push_str(&format!(" ({})", req.name));
-        }
-        header.push_str(&format!(" [type: {}]", ty.name));
-        // The header comes first; the MOTD keeps its tail within what is left.
-        let budget = cap.saturating_sub(header.len() + 1);
-        let motd = render::tail_fit(&ready.motd, budget).to_owned();
-        let motd_truncated = motd.len() < ready.motd.len();
-        let body = if ready.motd.is_empty() {
-            "(no startup output)"
-        } else {
-            motd.as_str()
-        };
-        let rendered = render::line(format!("{header}\n{body}"), cap);
-        Ok(pb::OpenResponse {
-            session: Some(self.info(&handle)),
-            motd,
-            motd_truncated,
-            rendered,
-        })
+        self.registry.insert(reservation, handle.clone());
+        Ok(pb::open_response(self.info(&handle), &ready.motd, cap))
     }
 
     /// Resolves a requested cwd against the workspace root.
@@ -211,48 +188,11 @@ impl Terminals {
         Ok(path)
     }
 
-    /// The session environment: allowlist, non-interactive defaults, session id, type, request.
-    fn session_env(
-        &self,
-        id: &str,
-        type_env: &[(String, String)],
-        overrides: &std::collections::HashMap<String, String>,
-    ) -> Vec<(String, String)> {
-        let mut env: Vec<(String, String)> = std::env::vars()
-            .filter(|(k, _)| {
-                self.config
-                    .env_allowlist
-                    .iter()
-                    .any(|allowed| match allowed.strip_suffix('*') {
-                        Some(prefix) => k.starts_with(prefix),
-                        None => k == allowed,
-                    })
-            })
-            .collect();
-        let mut set = |k: &str, v: &str| {
-            env.retain(|(name, _)| name != k);
-            env.push((k.to_owned(), v.to_owned()));
-        };
-        for (k, v) in &self.config.env_defaults {
-            set(k, v);
-        }
-        set("PTYD_SESSION_ID", id);
-        for (k, v) in type_env {
-            set(k, v);
-        }
-        let mut names: Vec<_> = overrides.keys().collect();
-        names.sort();
-        for k in names {
-            set(k, &overrides[k]);
-        }
-        env
-    }
-
     async fn send(&self, req: pb::SendRequest) -> Result<pb::SendResponse> {
         let handle = self.session(&req.agent_id, &req.session_id)?;
         let input = send_input(&req)?;
         if !req.run_in_background {
-            return Ok(send_response(handle.send(input).await?));
+            return Ok(handle.send(input).await?.into());
         }
         let job_id = self.registry.insert_job(
             &req.agent_id,
@@ -263,10 +203,7 @@ impl Terminals {
             self.registry.remove_job(&job_id);
             return Err(e);
         }
-        Ok(pb::SendResponse {
-            rendered: format!("started background job {job_id}"),
-            result: Some(pb::send_response::Result::JobId(job_id)),
-        })
+        Ok(pb::background_response(job_id))
     }
 
     async fn send_stream(&self, req: pb::SendRequest) -> Result<BoxStream<pb::SendEvent>> {
@@ -305,7 +242,7 @@ impl Terminals {
             }
             let last = match result {
                 Ok(outcome) => Ok(pb::SendEvent {
-                    event: Some(pb::send_event::Event::Done(send_response(outcome))),
+                    event: Some(pb::send_event::Event::Done(outcome.into())),
                 }),
                 Err(e) => Err(tonic::Status::from(e)),
             };
@@ -363,21 +300,11 @@ impl Terminals {
             .handle
             .job_output(&req.job_id, Duration::from_millis(u64::from(wait)), cap)
             .await?;
-        let outcome = report.outcome;
-        Ok(pb::JobOutputResponse {
-            job_id: req.job_id,
-            session_id: job.handle.spec.id.clone(),
-            status: job_status(report.status),
-            output: report.output,
-            truncated: report.truncated,
-            detail: report.detail,
-            wait_reason: outcome.as_ref().map_or(pb::WaitReason::Unspecified, |o| {
-                pb::WaitReason::from(o.reason)
-            }) as i32,
-            exit_code: outcome.as_ref().and_then(|o| o.exit_code),
-            session_status: outcome.map(|o| o.status.into()),
-            rendered: report.rendered,
-        })
+        Ok(pb::job_output_response(
+            req.job_id,
+            job.handle.spec.id.clone(),
+            report,
+        ))
     }
 
     async fn job_kill(&self, req: pb::JobKillRequest) -> Result<pb::JobKillResponse> {
@@ -385,11 +312,7 @@ impl Terminals {
         validate::required_id("job_id", &req.job_id)?;
         let job = self.registry.job(&req.agent_id, &req.job_id)?;
         let status = job.handle.job_kill(&req.job_id).await?;
-        Ok(pb::JobKillResponse {
-            rendered: format!("[job: {} {}]", req.job_id, status.name()),
-            job_id: req.job_id,
-            status: job_status(status),
-        })
+        Ok(pb::job_kill_response(req.job_id, status))
     }
 
     async fn read(&self, req: pb::ReadRequest) -> Result<pb::ReadResponse> {
@@ -405,15 +328,7 @@ impl Terminals {
                 max_result_bytes,
             })
             .await?;
-        Ok(pb::ReadResponse {
-            text: page.text,
-            total_lines: page.total_lines,
-            first_line: page.first_line,
-            line_begin: page.line_begin,
-            line_end: page.line_end,
-            truncated: page.truncated,
-            rendered: page.rendered,
-        })
+        Ok(page.into())
     }
 
     async fn signal(&self, req: pb::SignalRequest) -> Result<pb::SignalResponse> {
@@ -435,75 +350,33 @@ impl Terminals {
     async fn close(&self, req: pb::CloseRequest) -> Result<pb::CloseResponse> {
         validate::agent_id(&req.agent_id)?;
         validate::required_id("session_id", &req.session_id)?;
-        let id = req.session_id.clone();
-        let already = |id: &str| pb::CloseResponse {
-            session_id: id.to_owned(),
-            outcome: pb::CloseOutcome::AlreadyClosing as i32,
-            rendered: format!("terminal session {id} was already closing"),
-        };
+        let id = req.session_id;
+        let already = |id| pb::close_response(id, pb::CloseOutcome::AlreadyClosing);
         if self.registry.is_closing(&req.agent_id, &id) {
-            return Ok(already(&id));
+            return Ok(already(id));
         }
         let handle = self.registry.get(&req.agent_id, &id)?;
         if !self.registry.begin_close(&req.agent_id, &id) {
-            return Ok(already(&id));
+            return Ok(already(id));
         }
         handle.close().await;
         self.registry.remove(&id);
-        Ok(pb::CloseResponse {
-            session_id: id.clone(),
-            outcome: pb::CloseOutcome::Closed as i32,
-            rendered: format!("closed terminal session {id}"),
-        })
+        Ok(pb::close_response(id, pb::CloseOutcome::Closed))
     }
 
     fn list(&self, req: pb::ListRequest) -> Result<pb::ListResponse> {
         validate::agent_id(&req.agent_id)?;
-        let sessions: Vec<pb::SessionInfo> = self
+        let sessions = self
             .registry
             .list(&req.agent_id)
             .iter()
             .map(|h| self.info(h))
             .collect();
-        let lines: Vec<String> = sessions.iter().map(list_line).collect();
-        let rendered = render::list(
-            &lines,
-            "(no terminal sessions)",
-            validate::DEFAULT_MAX_RESULT_BYTES,
-        );
-        Ok(pb::ListResponse { sessions, rendered })
+        Ok(pb::list_response(sessions))
     }
 
     fn types(&self) -> pb::TypesResponse {
-        let types: Vec<pb::TerminalType> = self
-            .config
-            .types
-            .iter()
-            .map(|t| pb::TerminalType {
-                name: t.name.clone(),
-                argv: t.argv.clone(),
-                integration: t.integration.name().to_owned(),
-                description: t.description.clone(),
-            })
-            .collect();
-        let lines: Vec<String> = types
-            .iter()
-            .map(|t| {
-                format!(
-                    "{} [{}] {}: {}",
-                    t.name,
-                    t.integration,
-                    t.argv.join(" "),
-                    t.description
-                )
-            })
-            .collect();
-        let rendered = render::list(
-            &lines,
-            "(no terminal types)",
-            validate::DEFAULT_MAX_RESULT_BYTES,
-        );
-        pb::TypesResponse { types, rendered }
+        pb::types_response(&self.config.types)
     }
 
     /// The SessionInfo of `handle`, with cwd and foreground read live from /proc.
@@ -518,25 +391,11 @@ impl Terminals {
             .filter(|&fg| running && fg != pid)
             .and_then(crate::process::procfs::comm)
             .unwrap_or_default();
-        pb::SessionInfo {
-            session_id: handle.spec.id.clone(),
-            name: handle.spec.name.clone(),
-            r#type: handle.spec.type_name.clone(),
-            pid: handle.pid,
-            status: Some(state.status.into()),
-            cwd,
-            cols: u32::from(state.cols),
-            rows: u32::from(state.rows),
-            busy: state.busy,
-            foreground,
-            created_unix_ms: handle.created_unix_ms,
-            last_output_unix_ms: state.last_output_unix_ms,
-            total_lines: state.total_lines,
-        }
+        pb::session_info(handle, state, cwd, foreground)
     }
 
     /// Closes every session (daemon shutdown).
-    pub async fn close_all(&self) {
+    pub(crate) async fn close_all(&self) {
         let mut closing = tokio::task::JoinSet::new();
         for handle in self.registry.all() {
             let registry = self.registry.clone();
@@ -547,22 +406,6 @@ impl Terminals {
         }
         while closing.join_next().await.is_some() {}
     }
-}
-
-/// "t1 (main) [shell] running pid=4242".
-fn list_line(s: &pb::SessionInfo) -> String {
-    let name = if s.name.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", s.name)
-    };
-    let status = match &s.status {
-        Some(st) if st.state == "exited" => {
-            crate::session::exited_text(st.exit_code, st.signal.as_deref())
-        }
-        _ => format!("running pid={}", s.pid),
-    };
-    format!("{}{name} [{}] {status}", s.session_id, s.r#type)
 }
 
 /// Validates a send request into what the session writes and how it waits.
@@ -587,35 +430,6 @@ fn send_input(req: &pb::SendRequest) -> Result<SendInput> {
         idle: Duration::from_millis(u64::from(idle)),
         max_result_bytes,
     })
-}
-
-/// The proto form of a settled send.
-fn send_response(outcome: SendOutcome) -> pb::SendResponse {
-    pb::SendResponse {
-        rendered: outcome.rendered.clone(),
-        result: Some(pb::send_response::Result::Foreground(foreground(outcome))),
-    }
-}
-
-fn foreground(outcome: SendOutcome) -> pb::ForegroundResult {
-    pb::ForegroundResult {
-        viewport: outcome.viewport,
-        wait_reason: pb::WaitReason::from(outcome.reason) as i32,
-        session_status: Some(outcome.status.into()),
-        truncated: outcome.truncated,
-        exit_code: outcome.exit_code,
-        cwd: outcome.cwd,
-        elapsed_ms: outcome.elapsed.as_millis() as u64,
-    }
-}
-
-fn job_status(status: JobStatus) -> i32 {
-    (match status {
-        JobStatus::Running => pb::JobStatus::Running,
-        JobStatus::Completed => pb::JobStatus::Completed,
-        JobStatus::Killed => pb::JobStatus::Killed,
-        JobStatus::Failed => pb::JobStatus::Failed,
-    }) as i32
 }
 
 #[tonic::async_trait]

@@ -5,18 +5,18 @@ use crate::error::{Error, Result};
 use nix::sys::signal::Signal;
 
 /// Default `max_result_bytes`.
-pub const DEFAULT_MAX_RESULT_BYTES: usize = 262_144;
+pub(crate) const DEFAULT_MAX_RESULT_BYTES: usize = 262_144;
 /// Smallest allowed `max_result_bytes`.
-pub const MIN_RESULT_BYTES: u32 = 64;
+pub(crate) const MIN_RESULT_BYTES: u32 = 64;
 /// Largest allowed `max_result_bytes` (16 MiB).
-pub const MAX_RESULT_BYTES: u32 = 16 << 20;
+pub(crate) const MAX_RESULT_BYTES: u32 = 16 << 20;
 /// Largest `text` accepted by a send (1 MiB).
-pub const MAX_TEXT_BYTES: usize = 1 << 20;
+pub(crate) const MAX_TEXT_BYTES: usize = 1 << 20;
 /// The kernel's canonical-mode line limit: bytes of one line beyond it are discarded.
-pub const KERNEL_LINE_LIMIT: usize = 4095;
+pub(crate) const KERNEL_LINE_LIMIT: usize = 4095;
 
 /// Checks `agent_id`: 1 to 128 bytes, no control characters.
-pub fn agent_id(id: &str) -> Result<()> {
+pub(crate) fn agent_id(id: &str) -> Result<()> {
     if id.is_empty() {
         return Err(Error::invalid("agent_id is required (1 to 128 bytes)"));
     }
@@ -35,7 +35,7 @@ pub fn agent_id(id: &str) -> Result<()> {
 }
 
 /// Checks that an id field is present.
-pub fn required_id(field: &str, id: &str) -> Result<()> {
+pub(crate) fn required_id(field: &str, id: &str) -> Result<()> {
     if id.is_empty() {
         return Err(Error::invalid(format!("{field} is required")));
     }
@@ -43,7 +43,7 @@ pub fn required_id(field: &str, id: &str) -> Result<()> {
 }
 
 /// A value in `min..=max`, with 0 meaning `default`.
-pub fn ranged(field: &str, value: u32, default: u32, min: u32, max: u32) -> Result<u32> {
+pub(crate) fn ranged(field: &str, value: u32, default: u32, min: u32, max: u32) -> Result<u32> {
     if value == 0 {
         return Ok(default);
     }
@@ -56,7 +56,7 @@ pub fn ranged(field: &str, value: u32, default: u32, min: u32, max: u32) -> Resu
 }
 
 /// `max_result_bytes`, defaulted.
-pub fn max_result_bytes(value: u32) -> Result<usize> {
+pub(crate) fn max_result_bytes(value: u32) -> Result<usize> {
     ranged(
         "max_result_bytes",
         value,
@@ -68,7 +68,7 @@ pub fn max_result_bytes(value: u32) -> Result<usize> {
 }
 
 /// Parses a signal name: one of INT, TERM, KILL, TSTP, HUP, with optional `SIG` prefix, any case.
-pub fn signal(name: &str) -> Result<Signal> {
+pub(crate) fn signal(name: &str) -> Result<Signal> {
     let upper = name.trim().to_ascii_uppercase();
     let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
     Ok(match bare {
@@ -86,7 +86,7 @@ pub fn signal(name: &str) -> Result<Signal> {
 }
 
 /// The bytes a named key sends (normal cursor mode).
-pub fn key_bytes(name: &str) -> Result<Vec<u8>> {
+pub(crate) fn key_bytes(name: &str) -> Result<Vec<u8>> {
     let lower = name.to_ascii_lowercase();
     let fixed: Option<&[u8]> = match lower.as_str() {
         "enter" => Some(b"\r"),
@@ -130,18 +130,35 @@ pub fn key_bytes(name: &str) -> Result<Vec<u8>> {
     )))
 }
 
-/// Checks an environment variable name.
-pub fn env_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.contains('=') || name.contains('\0') {
+/// What an environment variable name may be, for messages: POSIX's portable names, the only
+/// ones every shell can read back (`$A-B` is `$A` followed by `-B`).
+pub(crate) const ENV_NAME_RULE: &str = "letters, digits and _, not starting with a digit";
+
+/// Whether `name` is an environment variable name ([`ENV_NAME_RULE`]). The one rule for names in
+/// requests and in the config file.
+pub(crate) fn is_env_name(name: &str) -> bool {
+    name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Checks one entry of a request's `env`: a name by [`ENV_NAME_RULE`], a value without NUL (the
+/// kernel's environment is NUL-separated).
+pub(crate) fn env_var(name: &str, value: &str) -> Result<()> {
+    if !is_env_name(name) {
         return Err(Error::invalid(format!(
-            "env name {name:?} is invalid: names must be non-empty and contain no '=' or NUL"
+            "env name {name:?} is invalid: names are {ENV_NAME_RULE}"
+        )));
+    }
+    if value.contains('\0') {
+        return Err(Error::invalid(format!(
+            "env value of {name} contains a NUL byte"
         )));
     }
     Ok(())
 }
 
 /// Checks a send's `text` size.
-pub fn text(text: &str) -> Result<()> {
+pub(crate) fn text(text: &str) -> Result<()> {
     if text.len() > MAX_TEXT_BYTES {
         return Err(Error::invalid(format!(
             "text is {} bytes; at most {MAX_TEXT_BYTES} (1 MiB) may be sent at once",
@@ -152,7 +169,7 @@ pub fn text(text: &str) -> Result<()> {
 }
 
 /// The longest line (between `\r`/`\n`) in `bytes`.
-pub fn longest_line(bytes: &[u8]) -> usize {
+pub(crate) fn longest_line(bytes: &[u8]) -> usize {
     bytes
         .split(|b| *b == b'\n' || *b == b'\r')
         .map(<[u8]>::len)
@@ -197,6 +214,34 @@ mod tests {
         );
         assert!(max_result_bytes(63).is_err());
         assert_eq!(max_result_bytes(64).unwrap(), 64);
+    }
+
+    #[test]
+    fn env_names_follow_one_rule() {
+        for (name, ok) in [
+            ("PATH", true),
+            ("_", true),
+            ("LC_ALL", true),
+            ("x1", true),
+            ("", false),
+            ("1X", false),
+            ("A-B", false),
+            ("A=B", false),
+            ("A B", false),
+            ("A\0B", false),
+            ("É", false),
+        ] {
+            assert_eq!(is_env_name(name), ok, "{name:?}");
+            assert_eq!(env_var(name, "v").is_ok(), ok, "{name:?}");
+        }
+        let message = env_var("A-B", "v").unwrap_err().to_string();
+        assert!(message.starts_with("env name \"A-B\""), "{message}");
+        assert!(
+            env_var("A", "x\0y")
+                .unwrap_err()
+                .to_string()
+                .contains("NUL")
+        );
     }
 
     #[test]

@@ -657,6 +657,10 @@ async fn initialize_and_session_new_answer_as_specified() {
                 .contains("cwd"),
             "the daemon's reason: {error}"
         );
+        assert_eq!(
+            error["code"], -32602,
+            "a bad cwd is the client's parameter: invalid params, not internal: {error}"
+        );
 
         let cwd = tempfile::tempdir().expect("cwd");
         let mark = bridge.mark();

@@ -106,7 +106,25 @@ async fn client_verbs_print_the_rendered_text() {
         );
         let json: serde_json::Value = serde_json::from_str(out.trim())
             .unwrap_or_else(|e| panic!("list --json is JSON ({e}): {out:?}"));
-        assert!(json.to_string().contains(&format!("\"{sid}\"")), "{json}");
+        assert_eq!(json["sessions"][0]["session_id"], sid.as_str(), "{json}");
+        assert_eq!(json["sessions"][0]["type"], "shell", "{json}");
+        assert_eq!(json["sessions"][0]["status"]["state"], "running", "{json}");
+        assert!(
+            json["rendered"]
+                .as_str()
+                .is_some_and(|r| r.contains(sid.as_str())),
+            "{json}"
+        );
+        // Enums print by the contract's names, a oneof as its one set field.
+        let out = ok_stdout(
+            &run(ptyd().args(["send", &sid, "true", "--socket", &s, "--json"])).await,
+            "send --json",
+        );
+        let json: serde_json::Value = serde_json::from_str(out.trim())
+            .unwrap_or_else(|e| panic!("send --json is JSON ({e}): {out:?}"));
+        assert_eq!(json["foreground"]["wait_reason"], "prompt", "{json}");
+        assert_eq!(json["foreground"]["exit_code"], 0, "{json}");
+        assert!(json["rendered"].is_string(), "{json}");
 
         // PTYD_SOCKET replaces --socket.
         let out = ok_stdout(

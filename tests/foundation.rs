@@ -874,6 +874,22 @@ async fn malformed_requests_name_the_field_and_change_nothing() {
                 open_req(&|r| r.env = env("A\0B")),
                 "env",
             ),
+            // One rule for names, the config file's: letters, digits and _, not a digit first.
+            (
+                "env name with '-'",
+                open_req(&|r| r.env = env("A-B")),
+                "env",
+            ),
+            (
+                "env name starting with a digit",
+                open_req(&|r| r.env = env("1X")),
+                "env",
+            ),
+            (
+                "env value with NUL",
+                open_req(&|r| r.env = HashMap::from([("A".to_string(), "x\0y".to_string())])),
+                "env",
+            ),
             (
                 "129-byte name",
                 open_req(&|r| r.name = "n".repeat(129)),

@@ -3,10 +3,11 @@
 //! `session/new` (opens the daemon session, lists the slash commands), `session/prompt` (a
 //! slash command or a terminal send, run off the dispatch loop) and `session/cancel`.
 
+use super::error::acp_error;
 use super::slash::{self, Input};
 use super::state::{Notifier, Session, Shim};
 use super::terminal;
-use super::text::{error_line, prompt_input};
+use super::text::prompt_input;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, Implementation, InitializeRequest, InitializeResponse,
@@ -14,7 +15,7 @@ use agent_client_protocol::v1::schema::{
     StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Client, ErrorCode, Stdio};
+use agent_client_protocol::{Agent, Client, Stdio};
 use std::sync::Arc;
 
 /// Serves ACP on stdin/stdout until the client closes stdin.
@@ -86,7 +87,7 @@ fn initialize(shim: &Shim, request: &InitializeRequest) -> InitializeResponse {
 
 /// Answers `session/new`: opens the session's terminal in the requested cwd, answers with the
 /// session id, then lists the slash commands. A terminal that cannot open is an error of
-/// `session/new` (bad cwd, unknown type).
+/// `session/new`, mapped by `acp_error` (a bad cwd is invalid params).
 async fn new_session(
     shim: &Shim,
     request: NewSessionRequest,
@@ -101,9 +102,7 @@ async fn new_session(
         }
         Err(status) => {
             shim.remove_session(&session.id);
-            let error =
-                agent_client_protocol::Error::new(ErrorCode::INTERNAL_ERROR, error_line(&status));
-            respond(responder.respond_with_error(error));
+            respond(responder.respond_with_error(acp_error(&status)));
         }
     }
     Ok(())

@@ -2,7 +2,9 @@
 //! daemon served inside the shim's own process on a socket in a private temp dir (its sessions
 //! live as long as the shim).
 
+use super::error::AcpError;
 use super::state::Daemon;
+use crate::error::Error;
 use crate::pb::TypesRequest;
 use std::path::Path;
 use std::time::Duration;
@@ -31,7 +33,7 @@ struct InProcess {
 impl Connection {
     /// Connects to the daemon on `socket`, or starts one in this process when none answers
     /// there (and says so once on stderr).
-    pub(crate) async fn establish(socket: &Path) -> Result<Connection, String> {
+    pub(crate) async fn establish(socket: &Path) -> Result<Connection, AcpError> {
         if let Some(client) = probe(socket).await {
             tracing::info!(socket = %socket.display(), "using the daemon on the socket");
             return Ok(Connection {
@@ -39,7 +41,9 @@ impl Connection {
                 in_process: None,
             });
         }
-        let connection = start_in_process().await?;
+        let connection = start_in_process()
+            .await
+            .map_err(AcpError::InProcessDaemon)?;
         eprintln!(
             "ptyd acp: no daemon answers on {}; running one inside this process \
              (its terminal sessions end when the editor disconnects)",
@@ -85,22 +89,20 @@ async fn probe(socket: &Path) -> Option<Daemon> {
 }
 
 /// Serves a daemon in this process on `<private temp dir>/ptyd.sock` and connects to it.
-async fn start_in_process() -> Result<Connection, String> {
-    let config = crate::config::Config::load(None).map_err(|e| e.to_string())?;
+async fn start_in_process() -> crate::Result<Connection> {
+    let config = crate::config::Config::load(None)?;
     let dir = tempfile::Builder::new()
         .prefix("ptyd-acp-")
         .tempdir()
-        .map_err(|e| format!("creating a directory for the in-process daemon: {e}"))?;
+        .map_err(Error::io("creating a directory for the in-process daemon"))?;
     let socket = dir.path().join("ptyd.sock");
     let listener = tokio::net::UnixListener::bind(&socket)
-        .map_err(|e| format!("binding {}: {e}", socket.display()))?;
+        .map_err(Error::io(format!("binding {}", socket.display())))?;
     let (shutdown, stop) = oneshot::channel::<()>();
     let task = tokio::spawn(crate::server::serve(listener, config, async move {
         let _ = stop.await;
     }));
-    let client = crate::client::connect(&socket)
-        .await
-        .map_err(|e| format!("connecting to the in-process daemon: {e}"))?;
+    let client = crate::client::connect(&socket).await?;
     Ok(Connection {
         client,
         in_process: Some(InProcess {

@@ -1,0 +1,210 @@
+//! `ptyd serve` from its flags to a serving daemon: the config file, the signal handlers, the
+//! socket (systemd's, or bound at the path), the optional TCP listener with its token, then
+//! [`serve_with`](super::serve_with) until SIGTERM or SIGINT. The binary only parses arguments
+//! and calls [`run`].
+
+use super::{TcpServing, activated_listener, bind, default_socket_path, read_token_file};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio::net::UnixListener;
+
+/// What `ptyd serve` was asked to do.
+#[derive(Debug, Default, Clone)]
+pub struct ServeOptions {
+    /// `--socket`/`PTYD_SOCKET`; else [`default_socket_path`].
+    pub socket: Option<PathBuf>,
+    /// `--config`; else the default path when a file exists there.
+    pub config: Option<PathBuf>,
+    /// `--check-config`: validate the config file and return without serving.
+    pub check_config: bool,
+    /// `--listen-tcp` (only with `token_file`).
+    pub listen_tcp: Option<SocketAddr>,
+    /// `--token-file` (only with `listen_tcp`).
+    pub token_file: Option<PathBuf>,
+    /// `--process-tracking`, over the config file's.
+    pub process_tracking: Option<crate::process::ProcessTracking>,
+}
+
+/// Runs the daemon as `ptyd serve` does: until SIGTERM or SIGINT, then closes every session.
+/// With `check_config` it only loads the configuration and says whether it is valid.
+pub async fn run(options: ServeOptions) -> Result<()> {
+    let Some(config) = load_config(&options)? else {
+        return Ok(());
+    };
+    // Handlers first: a SIGTERM that arrives once the socket is announced must shut down
+    // cleanly, not kill the process with the default action.
+    let shutdown = termination()?;
+    let (unix, tcp) = listeners(&options).await?;
+    super::serve_with(unix, tcp, config, shutdown).await
+}
+
+/// The configuration `options` name, with `--process-tracking` applied; none when only a check
+/// was asked for (the verdict is printed).
+fn load_config(options: &ServeOptions) -> Result<Option<Config>> {
+    let mut config = Config::load(options.config.as_deref())?;
+    if let Some(tracking) = options.process_tracking {
+        config.process_tracking = tracking;
+    }
+    let file = Config::file_to_load(options.config.as_deref());
+    if options.check_config {
+        match file {
+            Some(file) => eprintln!("ptyd: configuration {} is valid", file.display()),
+            None => eprintln!("ptyd: no configuration file; the built-in defaults apply"),
+        }
+        return Ok(None);
+    }
+    match &file {
+        Some(file) => tracing::info!(file = %file.display(), "configuration loaded"),
+        None => tracing::info!("no configuration file; using the built-in defaults"),
+    }
+    Ok(Some(config))
+}
+
+/// Resolves on the first SIGTERM or SIGINT; the handlers are installed when this returns.
+pub(crate) fn termination() -> Result<impl Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(Error::io("installing the SIGTERM handler"))?;
+    let mut int =
+        signal(SignalKind::interrupt()).map_err(Error::io("installing the SIGINT handler"))?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}
+
+/// The listeners `options` ask for: the socket systemd passed (socket activation), else one
+/// bound at the socket path (announced on stderr); and the TCP listener with its token when
+/// `listen_tcp` and `token_file` are both given.
+pub(crate) async fn listeners(
+    options: &ServeOptions,
+) -> Result<(UnixListener, Option<TcpServing>)> {
+    let unix = match activated_listener()? {
+        Some(listener) => {
+            tracing::info!("serving the socket passed by systemd socket activation");
+            listener
+        }
+        None => {
+            let path = options.socket.clone().unwrap_or_else(default_socket_path);
+            let listener = bind(&path).map_err(|e| starting_on(&path.display().to_string(), e))?;
+            eprintln!("ptyd: listening on {}", path.display());
+            listener
+        }
+    };
+    let tcp = match (options.listen_tcp, &options.token_file) {
+        (Some(address), Some(token_file)) => {
+            let token = read_token_file(token_file)?;
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(Error::io(format!("listening on tcp {address}")))?;
+            eprintln!(
+                "ptyd: also listening on tcp {} (bearer token required)",
+                listener.local_addr().unwrap_or(address)
+            );
+            Some(TcpServing { listener, token })
+        }
+        _ => None,
+    };
+    Ok((unix, tcp))
+}
+
+/// `error` with "starting on PATH: " in front, keeping its kind (and so its status code).
+fn starting_on(path: &str, error: Error) -> Error {
+    let context = format!("starting on {path}");
+    match error {
+        Error::FailedPrecondition(m) => Error::FailedPrecondition(format!("{context}: {m}")),
+        Error::InvalidArgument(m) => Error::InvalidArgument(format!("{context}: {m}")),
+        Error::Io {
+            context: inner,
+            source,
+        } => Error::Io {
+            context: format!("{context}: {inner}"),
+            source,
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_listeners_follow_the_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("sub").join("ptyd.sock");
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, "s3cret\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let options = ServeOptions {
+            socket: Some(socket.clone()),
+            listen_tcp: Some("127.0.0.1:0".parse().unwrap()),
+            token_file: Some(token_file.clone()),
+            ..Default::default()
+        };
+        let (unix, tcp) = listeners(&options).await.expect("both listeners");
+        assert_eq!(
+            unix.local_addr().unwrap().as_pathname(),
+            Some(socket.as_path())
+        );
+        let tcp = tcp.expect("a TCP listener with its token");
+        assert_eq!(tcp.token, "s3cret");
+        assert!(tcp.listener.local_addr().unwrap().port() > 0);
+
+        // A second daemon on the same socket is refused, naming the path.
+        let message = listeners(&options)
+            .await
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            message.starts_with(&format!("starting on {}", socket.display())),
+            "{message}"
+        );
+        assert!(message.contains("another ptyd"), "{message}");
+
+        // A token file others can read is refused before anything listens on TCP.
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(unix);
+        let message = listeners(&ServeOptions {
+            socket: Some(dir.path().join("other.sock")),
+            ..options
+        })
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(message.contains("readable by others"), "{message}");
+    }
+
+    #[test]
+    fn a_config_check_serves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "[defaults]\ncols = 100\n").unwrap();
+        let check = ServeOptions {
+            config: Some(file.clone()),
+            check_config: true,
+            ..Default::default()
+        };
+        assert!(load_config(&check).unwrap().is_none());
+        let serve = ServeOptions {
+            check_config: false,
+            ..check
+        };
+        assert_eq!(load_config(&serve).unwrap().unwrap().cols, 100);
+        std::fs::write(&file, "[defaults]\ncols = 1\n").unwrap();
+        assert!(
+            load_config(&serve)
+                .unwrap_err()
+                .to_string()
+                .contains("defaults.cols")
+        );
+    }
+}
