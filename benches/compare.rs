@@ -12,8 +12,8 @@
 //! makes itself the subreaper of everything it starts).
 //!
 //! Arguments: `cargo bench --bench compare -- [CASE...]` runs only the named cases (`send`,
-//! `stdin`, `ingest`, `paging`, `scale`, `memory`, `emulator`; `send` includes the Python grpcio
-//! client's row, from `benches/python_send.py`); `-- feed STREAM [MB] [CHUNK]`
+//! `mcp`, `stdin`, `ingest`, `paging`, `scale`, `memory`, `emulator`; `send` includes the Python
+//! grpcio client's row, from `benches/python_send.py`); `-- feed STREAM [MB] [CHUNK]`
 //! only feeds a generated stream (`base64`, `seq`, `ls`) through the in-process terminal model,
 //! chunk by chunk as the session actor does, for profiling under callgrind.
 
@@ -47,6 +47,9 @@ const LATENCY_ROUNDS: usize = 10;
 const LATENCY_PTYD_PER_ROUND: usize = 100;
 const LATENCY_FLOOR_PER_ROUND: usize = 100;
 const LATENCY_TMUX_PER_ROUND: usize = 20;
+/// MCP send latency: rounds of interleaved blocks of MCP and gRPC sends.
+const MCP_ROUNDS: usize = 10;
+const MCP_PER_ROUND: usize = 50;
 /// Stdin detection iterations per contender.
 const STDIN_READ_ITERS: usize = 60;
 const STDIN_PYTHON_ITERS: usize = 15;
@@ -855,6 +858,173 @@ enum Reader {
 /// Sessions a daemon of the ordinary cases may hold (the contract default).
 const DAEMON_SESSIONS: usize = 256;
 const AGENT: &str = "bench";
+
+/// `ptyd mcp` on stdio, spoken to as a minimal MCP client: newline-delimited JSON-RPC, one
+/// request at a time.
+struct McpStdio {
+    child: std::process::Child,
+    /// None once closed (on drop).
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    next_id: u64,
+}
+
+impl McpStdio {
+    /// Starts `ptyd mcp` on the daemon's socket and completes the MCP handshake.
+    fn start(setup: &Setup, socket: &Path) -> McpStdio {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ptyd"));
+        cmd.arg("mcp")
+            .arg("--socket")
+            .arg(socket)
+            .arg("--agent-id")
+            .arg("bench-mcp")
+            .env_clear()
+            .envs(setup.env.iter().map(|(k, v)| (k, v)))
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn ptyd mcp");
+        let stdin = child.stdin.take().expect("mcp stdin");
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("mcp stdout"));
+        let mut mcp = McpStdio {
+            child,
+            stdin: Some(stdin),
+            stdout,
+            next_id: 0,
+        };
+        mcp.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "ptyd-bench", "version": "1"}}),
+        );
+        mcp.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        mcp
+    }
+
+    fn write(&mut self, message: &Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        let stdin = self.stdin.as_mut().expect("ptyd mcp's stdin is open");
+        stdin.write_all(line.as_bytes()).expect("write to ptyd mcp");
+        stdin.flush().expect("flush ptyd mcp's stdin");
+    }
+
+    /// Sends a request and returns its result (skipping any notification in between).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        use std::io::BufRead as _;
+        self.next_id += 1;
+        let id = self.next_id;
+        self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let mut line = String::new();
+            let n = self
+                .stdout
+                .read_line(&mut line)
+                .expect("read from ptyd mcp");
+            assert!(n > 0, "ptyd mcp closed its stdout");
+            let message: Value = serde_json::from_str(&line).expect("a JSON-RPC line");
+            if message["id"] == id {
+                assert!(message.get("error").is_none(), "{method}: {message}");
+                return message["result"].clone();
+            }
+        }
+    }
+
+    /// `tools/call`; returns the structured result.
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let result = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        assert_ne!(result["isError"], true, "{tool}: {result}");
+        result["structuredContent"].clone()
+    }
+
+    /// `terminal_send` of `text`, then empty sends until the prompt; returns the wrong answers.
+    fn run_to_prompt(&mut self, sid: &str, text: &str) -> usize {
+        let mut wrong = 0;
+        let mut result = self.call(
+            "terminal_send",
+            json!({"session_id": sid, "text": text, "timeout_ms": 600000}),
+        );
+        while result["wait_reason"] != "prompt" {
+            wrong += 1;
+            assert!(
+                wrong < 100,
+                "ptyd mcp: {text:?} never reached the prompt: {result}"
+            );
+            result = self.call(
+                "terminal_send",
+                json!({"session_id": sid, "timeout_ms": 600000}),
+            );
+        }
+        wrong
+    }
+}
+
+impl Drop for McpStdio {
+    fn drop(&mut self) {
+        // Closing stdin ends the server (it closes its sessions first).
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `terminal_send("true")` through `ptyd mcp` on stdio against gRPC `Send` on the same daemon,
+/// interleaved so slow phases of the machine hit both.
+fn case_mcp(setup: &Setup, rows: &mut Vec<Row>) {
+    eprintln!("mcp send latency ...");
+    let daemon = Daemon::spawn(setup, "mcp", DAEMON_SESSIONS);
+    let mut client = Client::connect(&daemon.socket);
+    let (sid, _) = client.open(AGENT);
+    let mut mcp = McpStdio::start(setup, &daemon.socket);
+    let opened = mcp.call(
+        "terminal_open",
+        json!({"type": "bash", "cols": COLS, "rows": ROWS}),
+    );
+    let msid = opened["session_id"]
+        .as_str()
+        .expect("session_id")
+        .to_owned();
+    let mut wrong = 0;
+    for _ in 0..20 {
+        wrong += client.run_to_prompt(AGENT, &sid, "true");
+        wrong += mcp.run_to_prompt(&msid, "true");
+    }
+    let (mut m, mut g) = (Vec::new(), Vec::new());
+    for _ in 0..MCP_ROUNDS {
+        for _ in 0..MCP_PER_ROUND {
+            let t0 = Instant::now();
+            wrong += mcp.run_to_prompt(&msid, "true");
+            m.push(ms(t0.elapsed()));
+        }
+        for _ in 0..MCP_PER_ROUND {
+            let t0 = Instant::now();
+            wrong += client.run_to_prompt(AGENT, &sid, "true");
+            g.push(ms(t0.elapsed()));
+        }
+    }
+    let (mp50, gp50) = (p50(&m), p50(&g));
+    rows.push(Row {
+        case: "MCP terminal_send p50 (p99)".into(),
+        ptyd: format!("{} ({})", fmt_ms(mp50), fmt_ms(p99(&m))),
+        baselines: format!("gRPC Send {} ({})", fmt_ms(gp50), fmt_ms(p99(&g))),
+        ratio: format!("{:.2}x gRPC", mp50 / gp50),
+        bar: "<= 1.5x gRPC".into(),
+        pass: Some(mp50 <= 1.5 * gp50),
+        json: json!({
+            "mcp_ms": {"p50": mp50, "p99": p99(&m), "n": m.len()},
+            "grpc_ms": {"p50": gp50, "p99": p99(&g), "n": g.len()},
+            "wrong_wait_reasons": wrong,
+        }),
+    });
+}
 
 fn case_send(setup: &Setup, rows: &mut Vec<Row>) {
     eprintln!("send latency ...");
@@ -1673,6 +1843,9 @@ fn main() {
     let t0 = Instant::now();
     if wanted("send") {
         case_send(&setup, &mut rows);
+    }
+    if wanted("mcp") {
+        case_mcp(&setup, &mut rows);
     }
     if wanted("stdin") {
         case_stdin(&setup, &mut rows);

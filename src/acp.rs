@@ -5,11 +5,10 @@
 //!   official SDK.
 //! - `terminal`: a terminal send and its card; `pump`: coalescing and capping its output.
 //! - `slash`: slash commands; `wire`: the messages; `text`: pure text helpers.
-//! - `state`: per-connection state; `daemon`: the daemon on the socket or an in-process one.
+//! - `state`: per-connection state. The daemon it talks to comes from [`crate::connection`].
 //! - `error`: the shim's error and the one status-to-ACP-error mapping.
 
 mod agent;
-mod daemon;
 mod error;
 mod pump;
 mod slash;
@@ -51,7 +50,9 @@ pub struct AcpOptions {
 /// there) until the client closes stdin, then closes the sessions it opened (unless
 /// `--keep-sessions`) and stops the in-process daemon if it started one.
 pub async fn run(socket: &Path, options: AcpOptions) -> Result<(), AcpError> {
-    let connection = daemon::Connection::establish(socket).await?;
+    let connection = crate::connection::Connection::establish(socket, "acp", "the editor")
+        .await
+        .map_err(AcpError::InProcessDaemon)?;
     let shim = Arc::new(state::Shim::new(
         connection.client.clone(),
         options.agent_id,
@@ -61,7 +62,7 @@ pub async fn run(socket: &Path, options: AcpOptions) -> Result<(), AcpError> {
     ));
     let served = tokio::select! {
         served = agent::serve(shim.clone()) => served,
-        signal = terminated() => {
+        signal = crate::connection::terminated() => {
             tracing::info!(signal, "stopping on a signal");
             Ok(())
         }
@@ -74,22 +75,4 @@ pub async fn run(socket: &Path, options: AcpOptions) -> Result<(), AcpError> {
     }
     connection.stop().await;
     Ok(served?)
-}
-
-/// Resolves when the shim is asked to stop (SIGTERM, SIGINT or SIGHUP), so it still closes its
-/// sessions when an editor ends it instead of closing its stdin. Names the signal.
-async fn terminated() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-        _ = hup.recv() => "SIGHUP",
-    }
 }

@@ -77,6 +77,10 @@ pub enum Verb {
     ///
     /// Example: ptyd acp --type shell
     Acp(crate::acp::AcpOptions),
+    /// Run the MCP server on stdio, or streamable HTTP with --listen (for MCP agents).
+    ///
+    /// Example: claude mcp add ptyd -- ptyd mcp
+    Mcp(crate::mcp::McpOptions),
     /// Open a terminal session.
     ///
     /// Example: ptyd open --name main --cwd ~/src/project
@@ -250,7 +254,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
     })?;
     let agent_id = global.agent.clone();
     let (rendered, typed, status): (String, Value, i32) = match verb {
-        Verb::Serve { .. } | Verb::Acp(_) | Verb::Completions { .. } => {
+        Verb::Serve { .. } | Verb::Acp(_) | Verb::Mcp(_) | Verb::Completions { .. } => {
             return Err(CliError(
                 "serve, acp and completions are not client verbs".into(),
             ));

@@ -65,6 +65,9 @@ pub struct Config {
     pub workspace_root: PathBuf,
     /// Whether root may connect to a daemon run by another user.
     pub allow_root: bool,
+    /// Whether sends may run as background jobs (`run_in_background`); when false they are
+    /// refused with FAILED_PRECONDITION.
+    pub allow_background: bool,
     /// Grace period between the polite signal and the next one when closing.
     pub close_grace: Duration,
     /// How Close finds every process of a session: one cgroup v2 per session, a per-session
@@ -106,6 +109,7 @@ impl Default for Config {
             .to_vec(),
             workspace_root: home,
             allow_root: false,
+            allow_background: true,
             close_grace: Duration::from_millis(500),
             process_tracking: crate::process::ProcessTracking::Auto,
         }
@@ -306,6 +310,8 @@ struct ConfigFile {
     workspace_root: Option<String>,
     /// `Config::allow_root`.
     allow_root: Option<bool>,
+    /// `Config::allow_background`.
+    allow_background: Option<bool>,
     /// `Config::close_grace`, in milliseconds.
     close_grace_ms: Option<u64>,
     /// `Config::process_tracking`: `auto`, `cgroup` or `subreaper`.
@@ -571,6 +577,9 @@ impl ConfigFile {
         if let Some(raw) = &self.workspace_root {
             config.workspace_root = workspace_root(raw)?;
         }
+        if let Some(allow) = self.allow_background {
+            config.allow_background = allow;
+        }
         if let Some(allow) = self.allow_root {
             config.allow_root = allow;
         }
@@ -811,6 +820,7 @@ mod tests {
             r#"
 workspace_root = "{}"
 allow_root = true
+allow_background = false
 close_grace_ms = 250
 process_tracking = "subreaper"
 [limits]
@@ -833,6 +843,7 @@ defaults = {{ PAGER = "less", EDITOR = "true" }}
         let c = load_text(&text).expect("loads");
         assert_eq!(c.workspace_root, dir.path());
         assert!(c.allow_root);
+        assert!(!c.allow_background);
         assert_eq!(c.close_grace, Duration::from_millis(250));
         assert_eq!(
             c.process_tracking,

@@ -20,7 +20,11 @@
 //!   process tree), [`process::cgroup`] (one cgroup v2 per session, under one parent per
 //!   daemon), [`process::reaper`] (finding and ending a session's process tree),
 //!   [`process::procfs`] (named `/proc` reads), `process::fd` (fd helpers on nix).
-//! - [`screen`]: the terminal emulator plus numbered line history (pure).
+//! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
+//!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
+//!   vt100 lacks in `xterm`), the emulator state and its line reads (`state`), history recording
+//!   and query replies (`recorder`), the plain-line fast path (`fast_path`) and resting idle
+//!   screens (`resting`).
 //! - [`history`]: the paged, bounded line store (pure).
 //! - [`marks`]: shell-integration wrappers and OSC 133/7 parsing.
 //! - [`waiting`]: deciding the wait reason (pure).
@@ -30,6 +34,8 @@
 //!   environment names (pure).
 //! - [`config`]: terminal types, limits, defaults, the session environment policy.
 //! - [`acp`]: the ACP agent shim (`ptyd acp`) and its typed error.
+//! - [`mcp`]: the MCP server (`ptyd mcp`): the model-facing tools over stdio or streamable HTTP.
+//! - [`connection`]: the daemon a front-end (acp, mcp) talks to: on the socket, or in-process.
 //! - [`client`]: typed client over the socket.
 //! - [`cli`]: the `ptyd` command line (client verbs; `--json` prints `pb`'s serialization).
 //! - [`pb`]: protobuf glue: generated code, conversions, responses, JSON.
@@ -40,10 +46,12 @@ pub mod acp;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod connection;
 pub mod error;
 pub(crate) mod h2_authority;
 pub mod history;
 pub mod marks;
+pub mod mcp;
 pub(crate) mod memory;
 pub mod pb;
 pub mod process;

@@ -73,6 +73,20 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Verb::Mcp(options) => {
+            init_tracing();
+            let socket = cli
+                .global
+                .socket
+                .unwrap_or_else(ptyd::server::default_socket_path);
+            match runtime.block_on(ptyd::mcp::run(&socket, options)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         verb => match runtime.block_on(ptyd::cli::run_client(&cli.global, verb)) {
             Ok(status) => ExitCode::from(status as u8),
             Err(e) => {

@@ -206,16 +206,11 @@ pub(crate) async fn serve_with(
 
     // One stop for both listeners: the caller's shutdown, or either server failing.
     let stop = tokio_util::sync::CancellationToken::new();
-    let (reflection_v1, reflection_v1alpha) = reflection()?;
+    let routes = routes(health_service, terminals.clone())?;
     let unix = async {
         let result = tonic::transport::Server::builder()
             .layer(deadline::DeadlineLayer)
-            .add_service(health_service.clone())
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .add_service(pb::terminals_server::TerminalsServer::new(
-                terminals.clone(),
-            ))
+            .add_routes(routes.clone())
             .serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned())
             .await;
         stop.cancel();
@@ -225,7 +220,6 @@ pub(crate) async fn serve_with(
         let Some(TcpServing { listener, token }) = tcp else {
             return Ok(());
         };
-        let (reflection_v1, reflection_v1alpha) = reflection()?;
         let address = listener.local_addr().ok();
         tracing::info!(?address, "also serving on TCP (bearer token required)");
         let expected = format!("Bearer {token}");
@@ -234,12 +228,7 @@ pub(crate) async fn serve_with(
                 move |request: tonic::Request<()>| check_bearer(request, &expected),
             ))
             .layer(deadline::DeadlineLayer)
-            .add_service(health_service.clone())
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .add_service(pb::terminals_server::TerminalsServer::new(
-                terminals.clone(),
-            ))
+            .add_routes(routes.clone())
             .serve_with_incoming_shutdown(
                 TcpListenerStream::new(listener),
                 stop.clone().cancelled_owned(),
@@ -267,17 +256,15 @@ pub(crate) async fn serve_with(
     tcp_result
 }
 
-/// gRPC server reflection, v1 and v1alpha; each lists both reflection services, so a client
-/// that lists with one finds the other.
-#[allow(clippy::type_complexity)]
-fn reflection() -> Result<(
-    tonic_reflection::server::v1::ServerReflectionServer<
-        impl tonic_reflection::server::v1::ServerReflection,
+/// What both listeners serve: health, the `Terminals` service, and gRPC server reflection v1
+/// and v1alpha, each listing both reflection services, so a client that lists with one finds the
+/// other.
+fn routes(
+    health: tonic_health::pb::health_server::HealthServer<
+        impl tonic_health::pb::health_server::Health,
     >,
-    tonic_reflection::server::v1alpha::ServerReflectionServer<
-        impl tonic_reflection::server::v1alpha::ServerReflection,
-    >,
-)> {
+    terminals: Terminals,
+) -> Result<tonic::service::Routes> {
     let v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -290,7 +277,10 @@ fn reflection() -> Result<(
         .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
         .build_v1alpha()
         .map_err(|e| Error::Internal(format!("building reflection: {e}")))?;
-    Ok((v1, v1alpha))
+    Ok(tonic::service::Routes::new(health)
+        .add_service(v1)
+        .add_service(v1alpha)
+        .add_service(pb::terminals_server::TerminalsServer::new(terminals)))
 }
 
 /// The TCP listener's interceptor: the `authorization` metadata must be exactly `expected`

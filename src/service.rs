@@ -194,6 +194,13 @@ impl Terminals {
         if !req.run_in_background {
             return Ok(handle.send(input).await?.into());
         }
+        if !self.config.allow_background {
+            return Err(Error::FailedPrecondition(
+                "run_in_background: background sends are switched off on this daemon \
+                 (config allow_background = false); send in the foreground"
+                    .into(),
+            ));
+        }
         let job_id = self.registry.insert_job(
             &req.agent_id,
             handle.clone(),

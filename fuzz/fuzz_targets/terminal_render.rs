@@ -1,7 +1,7 @@
 //! Arbitrary bytes through the terminal emulator and its line history, then arbitrary caps
 //! through the renderer: nothing may panic, and every rendering must respect its cap and stay
 //! on character boundaries. A second terminal rests after every piece (when it may) and must
-//! read exactly like the first.
+//! read exactly like the first, and (without resizes) a third fed the whole stream at once.
 //!
 //! Input layout: 8 header bytes choose the terminal size, the history bounds, the feed's chunk
 //! size, when to resize, and the cap; the rest is the byte stream the program "wrote".
@@ -42,6 +42,15 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(term.cursor(), resting.cursor(), "cursor");
     assert_eq!(term.lines(1, u64::MAX), resting.lines(1, u64::MAX), "lines");
     assert_eq!(term.visible_screen(), resting.visible_screen(), "screen");
+    if resize_every == 0 {
+        // The control-sequence layer holds back what a chunk cuts, so how the stream was cut
+        // makes no difference.
+        let mut whole = Terminal::new(cols, rows, max_lines, max_bytes);
+        whole.feed(stream);
+        assert_eq!(term.cursor(), whole.cursor(), "cursor, fed whole");
+        assert_eq!(term.lines(1, u64::MAX), whole.lines(1, u64::MAX), "lines, fed whole");
+        assert_eq!(term.visible_screen(), whole.visible_screen(), "screen, fed whole");
+    }
 
     let total = term.total_lines();
     let first = term.first_line();

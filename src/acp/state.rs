@@ -2,7 +2,6 @@
 //! gate, tool call ids, the ACP sessions and the daemon session behind each, the prompt in
 //! flight (for `session/cancel`), and the `Notifier` that sends `session/update`s.
 
-use crate::pb::terminals_client::TerminalsClient;
 use crate::pb::{CloseRequest, OpenRequest, SignalRequest};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
@@ -14,10 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
-use tonic::transport::Channel;
 
 /// The daemon client type.
-pub(crate) type Daemon = TerminalsClient<Channel>;
+pub(crate) use crate::connection::Daemon;
 
 /// Locks a std mutex, recovering the data if a holder panicked.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

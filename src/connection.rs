@@ -1,25 +1,34 @@
-//! Reaching a daemon for the shim: the one answering on the socket, or, when none answers, a
-//! daemon served inside the shim's own process on a socket in a private temp dir (its sessions
-//! live as long as the shim).
+//! Reaching a daemon for the front-ends (`ptyd acp`, `ptyd mcp`): the one answering on the
+//! socket, or, when none answers, a daemon served inside the front-end's own process on a socket
+//! in a private temp dir (its sessions live as long as the front-end).
 
-use super::error::AcpError;
-use super::state::Daemon;
 use crate::error::Error;
 use crate::pb::TypesRequest;
-use std::path::Path;
+use crate::pb::terminals_client::TerminalsClient;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tonic::transport::Channel;
 
-/// How long a daemon on the socket gets to answer before the shim runs its own.
+/// The daemon client type (tonic clients are cheap clones).
+pub type Daemon = TerminalsClient<Channel>;
+
+/// How long a daemon on the socket gets to answer before the front-end runs its own.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long the in-process daemon gets to close its sessions when the shim exits.
+/// How long the in-process daemon gets to close its sessions when the front-end exits.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The daemon the shim talks to.
-pub(crate) struct Connection {
+/// The daemon a front-end talks to.
+pub struct Connection {
     /// The client.
-    pub(crate) client: Daemon,
+    pub client: Daemon,
+    /// The socket the client is connected to (a private one for the in-process daemon).
+    pub socket: PathBuf,
+    /// Whether the daemon allows background sends: its config's `allow_background` when it runs
+    /// in this process; assumed true for a daemon on the socket (no RPC reports it; a refused
+    /// background send then says why).
+    pub allow_background: bool,
     in_process: Option<InProcess>,
 }
 
@@ -32,33 +41,34 @@ struct InProcess {
 
 impl Connection {
     /// Connects to the daemon on `socket`, or starts one in this process when none answers
-    /// there (and says so once on stderr).
-    pub(crate) async fn establish(socket: &Path) -> Result<Connection, AcpError> {
+    /// there (and says so once on stderr, naming the front-end `verb` and its `client`, such as
+    /// "acp" and "the editor").
+    pub async fn establish(socket: &Path, verb: &str, client: &str) -> crate::Result<Connection> {
         if let Some(client) = probe(socket).await {
             tracing::info!(socket = %socket.display(), "using the daemon on the socket");
             return Ok(Connection {
                 client,
+                socket: socket.to_owned(),
+                allow_background: true,
                 in_process: None,
             });
         }
-        let connection = start_in_process()
-            .await
-            .map_err(AcpError::InProcessDaemon)?;
+        let connection = start_in_process(verb).await?;
         eprintln!(
-            "ptyd acp: no daemon answers on {}; running one inside this process \
-             (its terminal sessions end when the editor disconnects)",
+            "ptyd {verb}: no daemon answers on {}; running one inside this process \
+             (its terminal sessions end when {client} disconnects)",
             socket.display()
         );
         Ok(connection)
     }
 
     /// Whether the daemon runs inside this process.
-    pub(crate) fn is_in_process(&self) -> bool {
+    pub fn is_in_process(&self) -> bool {
         self.in_process.is_some()
     }
 
     /// Stops the in-process daemon (closing every session it still has) and waits for it.
-    pub(crate) async fn stop(self) {
+    pub async fn stop(self) {
         let Some(daemon) = self.in_process else {
             return;
         };
@@ -76,7 +86,7 @@ impl Connection {
 }
 
 /// A client for the daemon on `socket` if one answers a cheap request in time.
-async fn probe(socket: &Path) -> Option<Daemon> {
+pub async fn probe(socket: &Path) -> Option<Daemon> {
     let attempt = async {
         let mut client = crate::client::connect(socket).await.ok()?;
         client.types(TypesRequest {}).await.ok()?;
@@ -89,10 +99,11 @@ async fn probe(socket: &Path) -> Option<Daemon> {
 }
 
 /// Serves a daemon in this process on `<private temp dir>/ptyd.sock` and connects to it.
-async fn start_in_process() -> crate::Result<Connection> {
+async fn start_in_process(verb: &str) -> crate::Result<Connection> {
     let config = crate::config::Config::load(None)?;
+    let allow_background = config.allow_background;
     let dir = tempfile::Builder::new()
-        .prefix("ptyd-acp-")
+        .prefix(&format!("ptyd-{verb}-"))
         .tempdir()
         .map_err(Error::io("creating a directory for the in-process daemon"))?;
     let socket = dir.path().join("ptyd.sock");
@@ -105,10 +116,30 @@ async fn start_in_process() -> crate::Result<Connection> {
     let client = crate::client::connect(&socket).await?;
     Ok(Connection {
         client,
+        socket,
+        allow_background,
         in_process: Some(InProcess {
             shutdown,
             task,
             _dir: dir,
         }),
     })
+}
+
+/// Resolves when a front-end is asked to stop (SIGTERM, SIGINT or SIGHUP), so it still closes
+/// its sessions when its client ends it instead of closing its stdin. Names the signal.
+pub async fn terminated() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+        _ = hup.recv() => "SIGHUP",
+    }
 }

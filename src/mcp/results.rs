@@ -1,0 +1,334 @@
+//! The tools' typed results: one struct per tool, whose JSON Schema (schemars) is the tool's
+//! `outputSchema`, built from the daemon's response. Enumerated values are the lower-case names
+//! the rendered text uses (`prompt`, `completed`, `closed`). Pure.
+
+use crate::pb;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// The lower-case name of a proto enum value: `WAIT_REASON_PROMPT` -> `prompt`.
+pub(crate) fn enum_name(full: &str, prefix: &str) -> String {
+    full.strip_prefix(prefix)
+        .unwrap_or(full)
+        .to_ascii_lowercase()
+}
+
+fn wait_reason(value: i32) -> String {
+    let reason = pb::WaitReason::try_from(value).unwrap_or(pb::WaitReason::Unspecified);
+    enum_name(reason.as_str_name(), "WAIT_REASON_")
+}
+
+fn job_status(value: i32) -> String {
+    let status = pb::JobStatus::try_from(value).unwrap_or(pb::JobStatus::Unspecified);
+    enum_name(status.as_str_name(), "JOB_STATUS_")
+}
+
+/// Whether the session's program still runs.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub(crate) struct Status {
+    /// "running" or "exited".
+    pub(crate) state: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) signal: Option<String>,
+}
+
+impl From<Option<pb::SessionStatus>> for Status {
+    fn from(status: Option<pb::SessionStatus>) -> Status {
+        let status = status.unwrap_or_default();
+        Status {
+            state: status.state,
+            exit_code: status.exit_code,
+            signal: status.signal,
+        }
+    }
+}
+
+/// `terminal_open`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct OpenResult {
+    pub(crate) session_id: String,
+    pub(crate) name: String,
+    #[serde(rename = "type")]
+    pub(crate) type_name: String,
+    pub(crate) pid: u32,
+    pub(crate) cwd: String,
+    /// Startup output.
+    pub(crate) motd: String,
+    pub(crate) motd_truncated: bool,
+}
+
+impl From<&pb::OpenResponse> for OpenResult {
+    fn from(r: &pb::OpenResponse) -> OpenResult {
+        let s = r.session.clone().unwrap_or_default();
+        OpenResult {
+            session_id: s.session_id,
+            name: s.name,
+            type_name: s.r#type,
+            pid: s.pid,
+            cwd: s.cwd,
+            motd: r.motd.clone(),
+            motd_truncated: r.motd_truncated,
+        }
+    }
+}
+
+/// `terminal_send`: the foreground fields, or `job_id` alone for a background send.
+#[derive(Debug, Default, Serialize, JsonSchema, PartialEq)]
+pub(crate) struct SendResult {
+    /// Background send: the job to read with job_output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) job_id: Option<String>,
+    /// The command's output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) viewport: Option<String>,
+    /// prompt, stdin_read, inferred_idle, timeout or session_exit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) wait_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) session_status: Option<Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cwd: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) elapsed_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) truncated: Option<bool>,
+}
+
+impl From<&pb::SendResponse> for SendResult {
+    fn from(r: &pb::SendResponse) -> SendResult {
+        match &r.result {
+            Some(pb::send_response::Result::JobId(job)) => SendResult {
+                job_id: Some(job.clone()),
+                ..SendResult::default()
+            },
+            Some(pb::send_response::Result::Foreground(f)) => SendResult {
+                job_id: None,
+                viewport: Some(f.viewport.clone()),
+                wait_reason: Some(wait_reason(f.wait_reason)),
+                exit_code: f.exit_code,
+                session_status: Some(f.session_status.clone().into()),
+                cwd: Some(f.cwd.clone()),
+                elapsed_ms: Some(f.elapsed_ms),
+                truncated: Some(f.truncated),
+            },
+            None => SendResult::default(),
+        }
+    }
+}
+
+/// `terminal_read`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ReadResult {
+    pub(crate) text: String,
+    pub(crate) total_lines: u64,
+    /// Oldest retained line.
+    pub(crate) first_line: u64,
+    pub(crate) line_begin: u64,
+    pub(crate) line_end: u64,
+    pub(crate) truncated: bool,
+}
+
+impl From<&pb::ReadResponse> for ReadResult {
+    fn from(r: &pb::ReadResponse) -> ReadResult {
+        ReadResult {
+            text: r.text.clone(),
+            total_lines: r.total_lines,
+            first_line: r.first_line,
+            line_begin: r.line_begin,
+            line_end: r.line_end,
+            truncated: r.truncated,
+        }
+    }
+}
+
+/// `terminal_signal`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct SignalResult {
+    pub(crate) delivered: bool,
+    pub(crate) target_pgid: i32,
+}
+
+/// `terminal_close`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct CloseResult {
+    pub(crate) session_id: String,
+    /// closed or already_closing.
+    pub(crate) outcome: String,
+}
+
+impl From<&pb::CloseResponse> for CloseResult {
+    fn from(r: &pb::CloseResponse) -> CloseResult {
+        let outcome =
+            pb::CloseOutcome::try_from(r.outcome).unwrap_or(pb::CloseOutcome::Unspecified);
+        CloseResult {
+            session_id: r.session_id.clone(),
+            outcome: enum_name(outcome.as_str_name(), "CLOSE_OUTCOME_"),
+        }
+    }
+}
+
+/// One session of `terminal_list`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Session {
+    pub(crate) session_id: String,
+    pub(crate) name: String,
+    #[serde(rename = "type")]
+    pub(crate) type_name: String,
+    pub(crate) pid: u32,
+    pub(crate) status: Status,
+    pub(crate) cwd: String,
+    pub(crate) cols: u32,
+    pub(crate) rows: u32,
+    /// A send or job is in flight.
+    pub(crate) busy: bool,
+    /// The foreground program when it is not the shell.
+    pub(crate) foreground: String,
+    pub(crate) created_unix_ms: i64,
+    pub(crate) last_output_unix_ms: i64,
+    pub(crate) total_lines: u64,
+}
+
+/// `terminal_list`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ListResult {
+    pub(crate) sessions: Vec<Session>,
+}
+
+impl From<&pb::ListResponse> for ListResult {
+    fn from(r: &pb::ListResponse) -> ListResult {
+        let sessions = r
+            .sessions
+            .iter()
+            .map(|s| Session {
+                session_id: s.session_id.clone(),
+                name: s.name.clone(),
+                type_name: s.r#type.clone(),
+                pid: s.pid,
+                status: s.status.clone().into(),
+                cwd: s.cwd.clone(),
+                cols: s.cols,
+                rows: s.rows,
+                busy: s.busy,
+                foreground: s.foreground.clone(),
+                created_unix_ms: s.created_unix_ms,
+                last_output_unix_ms: s.last_output_unix_ms,
+                total_lines: s.total_lines,
+            })
+            .collect();
+        ListResult { sessions }
+    }
+}
+
+/// `job_output`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct JobOutputResult {
+    pub(crate) job_id: String,
+    pub(crate) session_id: String,
+    /// running, completed, killed or failed.
+    pub(crate) status: String,
+    /// Output since the previous job_output.
+    pub(crate) output: String,
+    pub(crate) truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) wait_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) detail: String,
+}
+
+impl From<&pb::JobOutputResponse> for JobOutputResult {
+    fn from(r: &pb::JobOutputResponse) -> JobOutputResult {
+        let finished = r.wait_reason != pb::WaitReason::Unspecified as i32;
+        JobOutputResult {
+            job_id: r.job_id.clone(),
+            session_id: r.session_id.clone(),
+            status: job_status(r.status),
+            output: r.output.clone(),
+            truncated: r.truncated,
+            wait_reason: finished.then(|| wait_reason(r.wait_reason)),
+            exit_code: r.exit_code,
+            detail: r.detail.clone(),
+        }
+    }
+}
+
+/// `job_kill`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct JobKillResult {
+    pub(crate) job_id: String,
+    pub(crate) status: String,
+}
+
+impl From<&pb::JobKillResponse> for JobKillResult {
+    fn from(r: &pb::JobKillResponse) -> JobKillResult {
+        JobKillResult {
+            job_id: r.job_id.clone(),
+            status: job_status(r.status),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enum_values_are_the_rendered_names() {
+        let cases = [
+            (wait_reason(pb::WaitReason::Prompt as i32), "prompt"),
+            (wait_reason(pb::WaitReason::StdinRead as i32), "stdin_read"),
+            (
+                wait_reason(pb::WaitReason::InferredIdle as i32),
+                "inferred_idle",
+            ),
+            (job_status(pb::JobStatus::Completed as i32), "completed"),
+            (job_status(pb::JobStatus::Killed as i32), "killed"),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
+        let close = pb::CloseResponse {
+            session_id: "t1".into(),
+            outcome: pb::CloseOutcome::AlreadyClosing as i32,
+            rendered: String::new(),
+        };
+        assert_eq!(CloseResult::from(&close).outcome, "already_closing");
+    }
+
+    #[test]
+    fn a_send_result_is_foreground_or_background() {
+        let background = pb::SendResponse {
+            result: Some(pb::send_response::Result::JobId("j1".into())),
+            rendered: "started background job j1".into(),
+        };
+        let value = serde_json::to_value(SendResult::from(&background)).unwrap();
+        assert_eq!(value, serde_json::json!({"job_id": "j1"}));
+        let foreground = pb::SendResponse {
+            result: Some(pb::send_response::Result::Foreground(
+                pb::ForegroundResult {
+                    viewport: "hi".into(),
+                    wait_reason: pb::WaitReason::Prompt as i32,
+                    exit_code: Some(0),
+                    cwd: "/tmp".into(),
+                    session_status: Some(pb::SessionStatus {
+                        state: "running".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )),
+            rendered: String::new(),
+        };
+        let result = SendResult::from(&foreground);
+        assert_eq!(result.wait_reason.as_deref(), Some("prompt"));
+        assert_eq!(result.exit_code, Some(0));
+        assert_eq!(
+            result.session_status.map(|s| s.state).as_deref(),
+            Some("running")
+        );
+    }
+}

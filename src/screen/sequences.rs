@@ -1,0 +1,307 @@
+//! The control-sequence layer in front of the emulator: it reads PTY output in stream order,
+//! passes what vt100 gets right through untouched, and handles the rest itself by giving vt100
+//! equivalent sequences it does implement (or by doing the work around it).
+//!
+//! It is also where the modes that change how lines scroll (scroll regions, autowrap, insert
+//! mode, a graphics character set) are tracked: each takes effect exactly where it occurs in
+//! the stream, so the plain-line fast path never sees a line under a mode that was set or reset
+//! later in the same read. A sequence cut by a read's end is held back until it is complete.
+
+use super::State;
+use super::xterm::{self, Modes};
+
+/// A held-back incomplete escape sequence longer than this is passed on as it is (vte drops
+/// what it cannot use; nothing real is this long).
+const MAX_HELD: usize = 256;
+
+/// The layer's state: what it holds back and the modes it implements.
+#[derive(Default)]
+pub(super) struct Sequences {
+    /// The incomplete sequence or character the previous chunk ended with.
+    carry: Vec<u8>,
+    /// Inside an OSC, DCS, APC, PM or SOS string: bytes pass through until it ends.
+    in_string: bool,
+    /// The modes and tab stops this layer implements around vt100.
+    pub(super) modes: Modes,
+}
+
+/// What follows an ESC.
+enum Escape<'a> {
+    /// The input ends inside it.
+    Incomplete,
+    /// `CSI` with its private marker (`?`, `>`, ...), parameters, intermediates and final byte.
+    Csi {
+        private: Option<u8>,
+        params: &'a [u8],
+        intermediates: &'a [u8],
+        final_byte: u8,
+        len: usize,
+    },
+    /// A string (OSC, DCS, APC, PM, SOS) starts: `len` is its introducer.
+    String { len: usize },
+    /// `ESC intermediates final`.
+    Esc {
+        intermediates: &'a [u8],
+        final_byte: u8,
+        len: usize,
+    },
+    /// Not a sequence (ESC before a control or a byte no sequence holds): the ESC alone.
+    Stray,
+}
+
+/// Parses the escape sequence at the start of `seq` (which begins with ESC).
+fn parse_escape(seq: &[u8]) -> Escape<'_> {
+    match seq.get(1) {
+        None => Escape::Incomplete,
+        Some(b'[') => {
+            let body = &seq[2..];
+            let params_len = body
+                .iter()
+                .position(|b| !(0x30..=0x3f).contains(b))
+                .unwrap_or(body.len());
+            let inter_len = body[params_len..]
+                .iter()
+                .position(|b| !(0x20..=0x2f).contains(b))
+                .unwrap_or(body.len() - params_len);
+            let end = params_len + inter_len;
+            match body.get(end) {
+                None => Escape::Incomplete,
+                Some(&final_byte) if (0x40..=0x7e).contains(&final_byte) => {
+                    let mut params = &body[..params_len];
+                    let private = match params.first() {
+                        Some(&p) if (b'<'..=b'?').contains(&p) => {
+                            params = &params[1..];
+                            Some(p)
+                        }
+                        _ => None,
+                    };
+                    Escape::Csi {
+                        private,
+                        params,
+                        intermediates: &body[params_len..end],
+                        final_byte,
+                        len: 2 + end + 1,
+                    }
+                }
+                // A control or stray byte inside: vte's business; pass the ESC on.
+                Some(_) => Escape::Stray,
+            }
+        }
+        Some(b']' | b'P' | b'X' | b'^' | b'_') => Escape::String { len: 2 },
+        Some(_) => {
+            let body = &seq[1..];
+            let inter_len = body
+                .iter()
+                .position(|b| !(0x20..=0x2f).contains(b))
+                .unwrap_or(body.len());
+            match body.get(inter_len) {
+                None => Escape::Incomplete,
+                Some(&final_byte) if (0x30..=0x7e).contains(&final_byte) => Escape::Esc {
+                    intermediates: &body[..inter_len],
+                    final_byte,
+                    len: 1 + inter_len + 1,
+                },
+                Some(_) => Escape::Stray,
+            }
+        }
+    }
+}
+
+/// The numeric parameters of a CSI (`;`-separated; empty ones are 0; sub-parameters after `:`
+/// are ignored).
+pub(super) fn numbers(params: &[u8]) -> impl Iterator<Item = u16> + '_ {
+    params.split(|b| *b == b';').map(|p| {
+        p.iter()
+            .take_while(|b| b.is_ascii_digit())
+            .fold(0u16, |n, d| {
+                n.saturating_mul(10).saturating_add(u16::from(d - b'0'))
+            })
+    })
+}
+
+/// The first parameter, or `default` when it is absent or 0.
+pub(super) fn first_or(params: &[u8], default: u16) -> u16 {
+    match numbers(params).next() {
+        Some(0) | None => default,
+        Some(n) => n,
+    }
+}
+
+impl Sequences {
+    /// Whether nothing is held back or half-read: the emulator has seen a whole stream.
+    pub(super) fn is_idle(&self) -> bool {
+        self.carry.is_empty() && !self.in_string
+    }
+
+    /// Interprets one chunk of output, driving `state`.
+    pub(super) fn feed(&mut self, bytes: &[u8], state: &mut State) {
+        let joined;
+        let input: &[u8] = if self.carry.is_empty() {
+            bytes
+        } else {
+            let mut v = std::mem::take(&mut self.carry);
+            v.extend_from_slice(bytes);
+            joined = v;
+            &joined
+        };
+        let n = input.len();
+        // Bytes `pending..i` are yet to be passed on as they are.
+        let mut pending = 0;
+        let mut i = 0;
+        while i < n {
+            if self.in_string {
+                match input[i..]
+                    .iter()
+                    .position(|b| matches!(b, 0x07 | 0x18 | 0x1a | 0x1b))
+                {
+                    None => break,
+                    Some(p) => {
+                        i += p;
+                        self.in_string = false;
+                        // An ESC ends the string and begins the next sequence.
+                        if input[i] != 0x1b {
+                            i += 1;
+                        }
+                        continue;
+                    }
+                }
+            }
+            let per_char = self.modes.per_char();
+            let Some(p) = input[i..].iter().position(|&b| interesting(b, per_char)) else {
+                break;
+            };
+            i += p;
+            let b = input[i];
+            if b == 0x1b {
+                match parse_escape(&input[i..]) {
+                    Escape::Incomplete if n - i <= MAX_HELD => {
+                        state.process(&input[pending..i]);
+                        self.carry.extend_from_slice(&input[i..]);
+                        self.modes.apply_to(state);
+                        return;
+                    }
+                    Escape::Incomplete | Escape::Stray => i += 1,
+                    Escape::String { len } => {
+                        self.in_string = true;
+                        i += len;
+                    }
+                    Escape::Csi {
+                        private,
+                        params,
+                        intermediates,
+                        final_byte,
+                        len,
+                    } => {
+                        let seq = &input[i..i + len];
+                        let csi = xterm::Csi {
+                            private,
+                            params,
+                            intermediates,
+                            final_byte,
+                        };
+                        if self.modes.handles_csi(&csi) {
+                            state.process(&input[pending..i]);
+                            self.modes.csi(&csi, seq, state);
+                            self.modes.apply_to(state);
+                            pending = i + len;
+                        }
+                        i += len;
+                    }
+                    Escape::Esc {
+                        intermediates,
+                        final_byte,
+                        len,
+                    } => {
+                        if self.modes.handles_esc(intermediates, final_byte) {
+                            state.process(&input[pending..i]);
+                            self.modes
+                                .esc(intermediates, final_byte, &input[i..i + len], state);
+                            self.modes.apply_to(state);
+                            pending = i + len;
+                        }
+                        i += len;
+                    }
+                }
+                continue;
+            }
+            if b >= 0x80 {
+                // A run of non-ASCII bytes: whole characters pass; malformed ones are shown.
+                let run = input[i..]
+                    .iter()
+                    .position(|b| *b < 0x80)
+                    .map_or(n - i, |p| p);
+                let at_end = i + run == n;
+                match xterm::check_utf8(&input[i..i + run], at_end) {
+                    xterm::Utf8::Valid => {
+                        if per_char {
+                            state.process(&input[pending..i]);
+                            self.modes.text(&input[i..i + run], state);
+                            pending = i + run;
+                        }
+                        i += run;
+                    }
+                    xterm::Utf8::Incomplete { valid } => {
+                        state.process(&input[pending..i]);
+                        if per_char {
+                            self.modes.text(&input[i..i + valid], state);
+                        } else {
+                            state.process(&input[i..i + valid]);
+                        }
+                        self.carry.extend_from_slice(&input[i + valid..]);
+                        self.modes.apply_to(state);
+                        return;
+                    }
+                    xterm::Utf8::Replace => {
+                        state.process(&input[pending..i]);
+                        let fixed = xterm::replace_malformed(&input[i..i + run]);
+                        if per_char {
+                            self.modes.text(&fixed, state);
+                        } else {
+                            state.process(&fixed);
+                        }
+                        i += run;
+                        pending = i;
+                    }
+                }
+                continue;
+            }
+            if (0x20..0x7f).contains(&b) {
+                // Printable ASCII under a per-character mode.
+                let run = input[i..]
+                    .iter()
+                    .position(|b| !(0x20..0x7f).contains(b))
+                    .map_or(n - i, |p| p);
+                state.process(&input[pending..i]);
+                self.modes.text(&input[i..i + run], state);
+                i += run;
+                pending = i;
+                continue;
+            }
+            // A control this layer handles.
+            if self.modes.handles_control(b) {
+                state.process(&input[pending..i]);
+                self.modes.control(b, state);
+                self.modes.apply_to(state);
+                pending = i + 1;
+            }
+            i += 1;
+        }
+        state.process(&input[pending..n]);
+        self.modes.apply_to(state);
+    }
+
+    /// After the screen's size changed.
+    pub(super) fn resized(&mut self) {
+        self.modes.resized();
+    }
+}
+
+/// Whether the scan stops at byte `b` (in ground state).
+fn interesting(b: u8, per_char: bool) -> bool {
+    match b {
+        0x1b | 0x80..=0xff => true,
+        0x08 | 0x09 | 0x0e | 0x0f => true,
+        0x20..=0x7e => per_char,
+        _ => false,
+    }
+}

@@ -1,0 +1,1030 @@
+//! Acceptance tests of the MCP server (issue 15). Each test runs the real `ptyd mcp` binary,
+//! driven by the official npm MCP client SDK through the bridge in `tests/mcp/bridge.mjs`
+//! (`npm ci --prefix tests/mcp` installs it; `.ci/run` does), over stdio or streamable HTTP. The
+//! SDK checks every tool result's `structuredContent` against the tool's `outputSchema`, so each
+//! successful call below is also a schema check.
+//!
+//! Unless a test starts a daemon itself, the server's socket points into an empty temp dir, so it
+//! serves its own daemon in-process. Sessions get a HOME without rc files. Tests wait for events
+//! and conditions with deadlines, never with fixed sleeps, and each runs under `support::timed`.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use support::{process_is_running, timed, wait_until};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+/// Longest wait for one expected event (a shell start or a command on a loaded CI machine).
+const EVENT_WAIT: Duration = Duration::from_secs(60);
+/// The stderr line of a server that runs its own daemon.
+const IN_PROCESS_NOTE: &str = "running one inside this process";
+/// JSON-RPC invalid params.
+const INVALID_PARAMS: i64 = -32602;
+
+fn bridge_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
+}
+
+/// One MCP client (the SDK in the Node bridge) with every event it reported so far.
+struct Bridge {
+    _child: Child,
+    stdin: ChildStdin,
+    events: mpsc::UnboundedReceiver<Value>,
+    log: Vec<Value>,
+    next_id: u64,
+    /// The server's pid (stdio).
+    server_pid: Option<u32>,
+}
+
+/// A socket path where nothing listens, so `ptyd mcp` runs its own daemon.
+fn nowhere() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("ptyd-mcp-test-")
+        .tempdir()
+        .expect("temp dir for the socket");
+    let socket = dir.path().join("nothing-listens.sock");
+    (dir, socket)
+}
+
+impl Bridge {
+    /// `ptyd mcp ARGS` over stdio with `PTYD_SOCKET=socket`.
+    async fn stdio(args: &[&str], socket: &Path) -> Bridge {
+        Bridge::stdio_env(args, socket, &[]).await
+    }
+
+    /// `ptyd mcp ARGS` over stdio with `PTYD_SOCKET=socket` and `env` set.
+    async fn stdio_env(args: &[&str], socket: &Path, env: &[(&str, &Path)]) -> Bridge {
+        let mut bridge_args = vec![
+            "stdio".to_owned(),
+            env!("CARGO_BIN_EXE_ptyd").to_owned(),
+            "mcp".to_owned(),
+        ];
+        bridge_args.extend(args.iter().map(|a| a.to_string()));
+        Bridge::start_env(&bridge_args, socket, env).await
+    }
+
+    /// A client of the HTTP endpoint `url` with bearer `token` ("-" for none).
+    async fn http(url: &str, token: &str) -> Bridge {
+        let args = ["http".to_owned(), url.to_owned(), token.to_owned()];
+        Bridge::start(&args, Path::new("/nonexistent")).await
+    }
+
+    async fn start(args: &[String], socket: &Path) -> Bridge {
+        Bridge::start_env(args, socket, &[]).await
+    }
+
+    async fn start_env(args: &[String], socket: &Path, env: &[(&str, &Path)]) -> Bridge {
+        let dir = bridge_dir();
+        assert!(
+            dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+            "the MCP client SDK is missing: run `npm ci --prefix tests/mcp` (.ci/run does)"
+        );
+        let mut child = Command::new("node")
+            .arg(dir.join("bridge.mjs"))
+            .args(args)
+            .env("PTYD_SOCKET", socket)
+            .env("HOME", support::clean_home())
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start node with the MCP bridge (Node.js is required)");
+        let stdin = child.stdin.take().expect("bridge stdin");
+        let stdout = child.stdout.take().expect("bridge stdout");
+        let (tx, events) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let event: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("bridge wrote a bad line {line:?}: {e}"));
+                if tx.send(event).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut bridge = Bridge {
+            _child: child,
+            stdin,
+            events,
+            log: Vec::new(),
+            next_id: 1,
+            server_pid: None,
+        };
+        let connected = bridge
+            .wait_event("the client connected", |e| {
+                e["event"] == "connected" || e["event"] == "connect_failed"
+            })
+            .await;
+        assert_eq!(connected["event"], "connected", "{connected}");
+        bridge.server_pid = connected["pid"].as_u64().map(|p| p as u32);
+        // The SDK validates structuredContent only for tools it has listed.
+        bridge.list().await;
+        bridge
+    }
+
+    async fn next_event(&mut self, what: &str) -> Value {
+        match tokio::time::timeout(EVENT_WAIT, self.events.recv()).await {
+            Ok(Some(event)) => {
+                self.log.push(event.clone());
+                event
+            }
+            Ok(None) => panic!(
+                "the bridge ended while waiting for {what}; events: {:#?}",
+                self.log
+            ),
+            Err(_) => panic!(
+                "no event within {EVENT_WAIT:?} waiting for {what}; events: {:#?}",
+                self.log
+            ),
+        }
+    }
+
+    async fn wait_event(&mut self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        if let Some(found) = self.log.iter().find(|e| matches(e)) {
+            return found.clone();
+        }
+        loop {
+            let event = self.next_event(what).await;
+            if matches(&event) {
+                return event;
+            }
+        }
+    }
+
+    async fn command(&mut self, command: Value) {
+        let mut line = command.to_string();
+        line.push('\n');
+        self.stdin
+            .write_all(line.as_bytes())
+            .await
+            .expect("write to the bridge");
+        self.stdin.flush().await.expect("flush the bridge's stdin");
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    async fn response(&mut self, id: u64) -> Result<Value, Value> {
+        let event = self
+            .wait_event(&format!("the response to call {id}"), |e| {
+                e["event"] == "response" && e["id"] == id
+            })
+            .await;
+        match event.get("error") {
+            Some(error) => Err(error.clone()),
+            None => Ok(event["result"].clone()),
+        }
+    }
+
+    async fn list(&mut self) -> Vec<Value> {
+        let id = self.id();
+        self.command(json!({"op": "list", "id": id})).await;
+        let result = self.response(id).await.expect("tools/list");
+        result["tools"].as_array().expect("tools").clone()
+    }
+
+    async fn info(&mut self) -> Value {
+        self.command(json!({"op": "info"})).await;
+        self.wait_event("server info", |e| e["event"] == "info")
+            .await
+    }
+
+    /// Starts a tools/call; with `progress`, the SDK sends a progressToken and `timeout_ms`
+    /// restarts at each progress notification.
+    async fn start_call(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        progress: bool,
+        timeout_ms: u64,
+    ) -> u64 {
+        let id = self.id();
+        self.command(json!({
+            "op": "call", "id": id, "name": name, "arguments": arguments,
+            "progress": progress, "timeout": timeout_ms,
+        }))
+        .await;
+        id
+    }
+
+    /// A tools/call's result (or the protocol error).
+    async fn try_call(&mut self, name: &str, arguments: Value) -> Result<Value, Value> {
+        let id = self.start_call(name, arguments, false, 120_000).await;
+        self.response(id).await
+    }
+
+    /// A tools/call that succeeds (not `isError`).
+    async fn call(&mut self, name: &str, arguments: Value) -> Value {
+        let result = self
+            .try_call(name, arguments.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{name} {arguments}: protocol error {e}"));
+        assert_ne!(result["isError"], true, "{name} {arguments}: {result}");
+        result
+    }
+
+    /// A tools/call that the daemon refused: its one text block.
+    async fn call_refused(&mut self, name: &str, arguments: Value) -> String {
+        let result = self
+            .try_call(name, arguments.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{name} {arguments}: protocol error {e}"));
+        assert_eq!(result["isError"], true, "{name} {arguments}: {result}");
+        text(&result)
+    }
+
+    /// A tools/call refused as invalid params: its message.
+    async fn call_invalid(&mut self, name: &str, arguments: Value) -> String {
+        let error = self
+            .try_call(name, arguments.clone())
+            .await
+            .expect_err(&format!("{name} {arguments} is invalid params"));
+        assert_eq!(error["code"], INVALID_PARAMS, "{name} {arguments}: {error}");
+        error["message"].as_str().unwrap_or_default().to_owned()
+    }
+
+    async fn open(&mut self) -> String {
+        let result = self.call("terminal_open", json!({})).await;
+        result["structuredContent"]["session_id"]
+            .as_str()
+            .expect("session_id")
+            .to_owned()
+    }
+
+    async fn send(&mut self, session: &str, text: &str) -> Value {
+        self.call(
+            "terminal_send",
+            json!({"session_id": session, "text": text}),
+        )
+        .await
+    }
+
+    /// The server's wire messages so far.
+    fn wire(&self) -> impl Iterator<Item = &Value> {
+        self.log
+            .iter()
+            .filter(|e| e["event"] == "wire")
+            .map(|e| &e["message"])
+    }
+
+    async fn close_client(&mut self) {
+        self.command(json!({"op": "close"})).await;
+        self.wait_event("the client closed", |e| e["event"] == "closed")
+            .await;
+    }
+}
+
+/// The one text block of a tool result.
+fn text(result: &Value) -> String {
+    let content = result["content"].as_array().expect("content");
+    assert_eq!(content.len(), 1, "one text block: {result}");
+    content[0]["text"].as_str().expect("text").to_owned()
+}
+
+fn structured(result: &Value) -> &Value {
+    &result["structuredContent"]
+}
+
+#[tokio::test]
+async fn initialize_reports_the_server_and_lists_eight_tools_with_schemas() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let info = mcp.info().await;
+        assert_eq!(info["server"]["name"], "ptyd");
+        assert_eq!(info["server"]["version"], env!("CARGO_PKG_VERSION"));
+        assert!(info["capabilities"]["tools"].is_object(), "{info}");
+        let instructions = info["instructions"].as_str().expect("instructions");
+        assert!(instructions.contains("terminal_close") && instructions.contains("inferred_idle"));
+        let tools = mcp.list().await;
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "terminal_open",
+                "terminal_send",
+                "terminal_read",
+                "terminal_signal",
+                "terminal_close",
+                "terminal_list",
+                "job_output",
+                "job_kill"
+            ]
+        );
+        for tool in &tools {
+            assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+            assert_eq!(tool["outputSchema"]["type"], "object", "{tool}");
+            assert!(tool["annotations"].is_object(), "{tool}");
+        }
+        let list = tools.iter().find(|t| t["name"] == "terminal_list").unwrap();
+        assert_eq!(list["annotations"]["readOnlyHint"], true);
+        let send = tools.iter().find(|t| t["name"] == "terminal_send").unwrap();
+        assert_eq!(send["annotations"]["destructiveHint"], true);
+        assert_eq!(send["inputSchema"]["required"], json!(["session_id"]));
+        let stderr: Vec<&Value> = mcp.log.iter().filter(|e| e["event"] == "stderr").collect();
+        assert!(
+            stderr
+                .iter()
+                .any(|e| e["line"].as_str().unwrap_or("").contains(IN_PROCESS_NOTE)),
+            "with no daemon on the socket the server runs its own: {stderr:?}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn echo_hi_reads_like_the_contract() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let session = mcp.open().await;
+        let result = mcp.send(&session, "echo hi").await;
+        assert_eq!(
+            text(&result),
+            "hi\n[wait: prompt]\n[exit code: 0]\n[session: running]"
+        );
+        let s = structured(&result);
+        assert_eq!(s["wait_reason"], "prompt");
+        assert_eq!(s["exit_code"], 0);
+        assert_eq!(s["viewport"], "hi");
+        assert_eq!(s["session_status"]["state"], "running");
+        assert!(s["cwd"].as_str().is_some_and(|c| c.starts_with('/')), "{s}");
+        // Every tool's result fits its schema (the SDK checks): read, list, signal, close.
+        let read = mcp
+            .call("terminal_read", json!({"session_id": session, "count": 5}))
+            .await;
+        assert!(text(&read).contains("[lines:"), "{read}");
+        let list = mcp.call("terminal_list", json!({})).await;
+        assert_eq!(
+            structured(&list)["sessions"][0]["session_id"],
+            session.as_str()
+        );
+        let closed = mcp
+            .call("terminal_close", json!({"session_id": session}))
+            .await;
+        assert_eq!(structured(&closed)["outcome"], "closed");
+        assert_eq!(text(&closed), format!("closed terminal session {session}"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn wait_reasons_match_grpc() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let session = mcp.open().await;
+        let read = mcp.send(&session, "read x").await;
+        assert_eq!(structured(&read)["wait_reason"], "stdin_read", "{read}");
+        let answered = mcp.send(&session, "value").await;
+        assert_eq!(structured(&answered)["wait_reason"], "prompt", "{answered}");
+
+        let repl = mcp.send(&session, "python3 -q").await;
+        assert_eq!(structured(&repl)["wait_reason"], "stdin_read", "{repl}");
+        let sum = mcp.send(&session, "1+1").await;
+        assert_eq!(structured(&sum)["wait_reason"], "stdin_read", "{sum}");
+        assert!(text(&sum).lines().any(|l| l == "2"), "{sum}");
+        let quit = mcp.send(&session, "exit()").await;
+        assert_eq!(structured(&quit)["wait_reason"], "prompt", "{quit}");
+
+        let vim = mcp.send(&session, "vim -u NONE").await;
+        assert_eq!(structured(&vim)["wait_reason"], "stdin_read", "{vim}");
+        let escape = mcp
+            .call(
+                "terminal_send",
+                json!({"session_id": session, "keys": ["Escape"]}),
+            )
+            .await;
+        assert_eq!(structured(&escape)["wait_reason"], "stdin_read", "{escape}");
+        let quit = mcp
+            .call(
+                "terminal_send",
+                json!({"session_id": session, "text": ":q!", "submit": false, "keys": ["Enter"]}),
+            )
+            .await;
+        assert_eq!(structured(&quit)["wait_reason"], "prompt", "{quit}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn long_waits_report_progress_only_with_a_token() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let session = mcp.open().await;
+        // A 3 s client timeout that restarts on progress: the 8 s command completes.
+        let id = mcp
+            .start_call(
+                "terminal_send",
+                json!({"session_id": session, "text": "sleep 8; echo done", "idle_ms": 20000}),
+                true,
+                3000,
+            )
+            .await;
+        let result = mcp
+            .response(id)
+            .await
+            .expect("the call outlives the 3 s timeout");
+        assert_eq!(structured(&result)["wait_reason"], "prompt", "{result}");
+        let progress: Vec<&Value> = mcp
+            .log
+            .iter()
+            .filter(|e| e["event"] == "progress" && e["id"] == id)
+            .collect();
+        assert!(progress.len() >= 2, "progress notifications: {progress:?}");
+        let values: Vec<f64> = progress
+            .iter()
+            .map(|p| p["progress"].as_f64().unwrap())
+            .collect();
+        assert!(
+            values.windows(2).all(|w| w[1] > w[0]),
+            "increasing: {values:?}"
+        );
+        let times: Vec<f64> = progress.iter().map(|p| p["t"].as_f64().unwrap()).collect();
+        assert!(
+            times.windows(2).all(|w| w[1] - w[0] >= 900.0),
+            "at most one a second: {times:?}"
+        );
+
+        let before = mcp.wire().count();
+        let quiet = mcp.send(&session, "sleep 3; echo quiet").await;
+        assert_eq!(structured(&quiet)["wait_reason"], "prompt");
+        let stray: Vec<&Value> = mcp
+            .wire()
+            .skip(before)
+            .filter(|m| m["method"] == "notifications/progress")
+            .collect();
+        assert!(stray.is_empty(), "no progress without a token: {stray:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_aborted_call_releases_the_session_at_once() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let session = mcp.open().await;
+        mcp.send(&session, "true").await;
+        let id = mcp
+            .start_call(
+                "terminal_send",
+                json!({"session_id": session, "text": "sleep 30"}),
+                false,
+                120_000,
+            )
+            .await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !is_busy(&mut mcp, &session).await {
+            assert!(
+                Instant::now() < deadline,
+                "the send is in flight within 20 s"
+            );
+        }
+        mcp.command(json!({"op": "abort", "id": id})).await;
+        let aborted = Instant::now();
+        let response = mcp.response(id).await;
+        assert!(response.is_err(), "the SDK reports the abort: {response:?}");
+        while is_busy(&mut mcp, &session).await {
+            assert!(
+                aborted.elapsed() < Duration::from_secs(1),
+                "the session is released within 1 s of the abort"
+            );
+        }
+        let signal = mcp
+            .call(
+                "terminal_signal",
+                json!({"session_id": session, "signal": "SIGINT"}),
+            )
+            .await;
+        assert_eq!(structured(&signal)["delivered"], true);
+        let waited = mcp
+            .call("terminal_send", json!({"session_id": session}))
+            .await;
+        assert_eq!(structured(&waited)["wait_reason"], "prompt", "{waited}");
+        assert_eq!(structured(&waited)["exit_code"], 130, "{waited}");
+    })
+    .await;
+}
+
+/// Whether `terminal_list` shows `session` busy.
+async fn is_busy(mcp: &mut Bridge, session: &str) -> bool {
+    let list = mcp.call("terminal_list", json!({})).await;
+    structured(&list)["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["session_id"] == session && s["busy"] == true)
+}
+
+#[tokio::test]
+async fn refusals_are_error_results_and_bad_arguments_invalid_params() {
+    timed(async {
+        let daemon = support::start_daemon().await;
+        let mut grpc = daemon.client();
+        let foreign = support::open(&mut grpc, "someone-else").await;
+        let mut mcp = Bridge::stdio(&[], &daemon.socket).await;
+
+        let unknown = mcp
+            .call_refused("terminal_send", json!({"session_id": "t999", "text": "ls"}))
+            .await;
+        assert_eq!(
+            unknown,
+            "error: session_id \"t999\" does not name an open terminal session"
+        );
+        let other = mcp
+            .call_refused("terminal_read", json!({"session_id": foreign}))
+            .await;
+        assert_eq!(
+            other,
+            format!("error: session_id {foreign:?} does not name an open terminal session"),
+            "another agent's session looks unknown"
+        );
+        let session = mcp.open().await;
+        let job = mcp
+            .call(
+                "terminal_send",
+                json!({"session_id": session, "text": "sleep 30", "run_in_background": true}),
+            )
+            .await;
+        let job_id = structured(&job)["job_id"].as_str().unwrap().to_owned();
+        let busy = mcp
+            .call_refused(
+                "terminal_send",
+                json!({"session_id": session, "text": "ls"}),
+            )
+            .await;
+        assert!(
+            busy.starts_with("error: ") && busy.contains(&job_id),
+            "{busy}"
+        );
+
+        let cases = [
+            (
+                "terminal_read",
+                json!({"session_id": session, "count": "ten"}),
+                "count",
+            ),
+            (
+                "terminal_read",
+                json!({"session_id": session, "count": 0}),
+                "count",
+            ),
+            (
+                "terminal_read",
+                json!({"session_id": session, "lines": 5}),
+                "lines",
+            ),
+            ("terminal_send", json!({"text": "ls"}), "session_id"),
+            (
+                "terminal_send",
+                json!({"session_id": session, "keys": ["Hyper"]}),
+                "keys",
+            ),
+            (
+                "terminal_signal",
+                json!({"session_id": session, "signal": "SIGUSR1"}),
+                "signal",
+            ),
+        ];
+        for (tool, arguments, field) in cases {
+            let message = mcp.call_invalid(tool, arguments.clone()).await;
+            assert!(
+                message.contains(field),
+                "{tool} {arguments}: {message:?} names {field}"
+            );
+        }
+        // Still serving.
+        let killed = mcp.call("job_kill", json!({"job_id": job_id})).await;
+        assert_eq!(structured(&killed)["status"], "killed");
+        mcp.close_client().await;
+        daemon.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn background_jobs_never_repeat_output() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let session = mcp.open().await;
+        let job = mcp
+            .call(
+                "terminal_send",
+                json!({
+                    "session_id": session,
+                    "text": "for i in 1 2 3 4; do echo line$i; sleep 0.3; done",
+                    "run_in_background": true
+                }),
+            )
+            .await;
+        let job_id = structured(&job)["job_id"]
+            .as_str()
+            .expect("job_id")
+            .to_owned();
+        assert_eq!(text(&job), format!("started background job {job_id}"));
+        let mut output = String::new();
+        let deadline = Instant::now() + EVENT_WAIT;
+        let last = loop {
+            let polled = mcp
+                .call("job_output", json!({"job_id": job_id, "wait_ms": 500}))
+                .await;
+            output.push_str(structured(&polled)["output"].as_str().unwrap());
+            output.push('\n');
+            if structured(&polled)["status"] != "running" {
+                break polled;
+            }
+            assert!(Instant::now() < deadline, "the job finishes");
+        };
+        assert_eq!(structured(&last)["status"], "completed", "{last}");
+        assert_eq!(structured(&last)["wait_reason"], "prompt", "{last}");
+        for n in 1..=4 {
+            let line = format!("line{n}");
+            assert_eq!(
+                output.lines().filter(|l| *l == line).count(),
+                1,
+                "{line} exactly once in {output:?}"
+            );
+        }
+        let sleeper = mcp
+            .call(
+                "terminal_send",
+                json!({"session_id": session, "text": "sleep 100", "run_in_background": true}),
+            )
+            .await;
+        let sleeper = structured(&sleeper)["job_id"].as_str().unwrap().to_owned();
+        let killed = mcp.call("job_kill", json!({"job_id": sleeper})).await;
+        assert_eq!(structured(&killed)["status"], "killed", "{killed}");
+        assert_eq!(text(&killed), format!("[job: {sleeper} killed]"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn every_result_fits_the_cap() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let session = mcp.open().await;
+        let flood = mcp
+            .call(
+                "terminal_send",
+                json!({
+                    "session_id": session,
+                    "text": "head -c 10000000 /dev/zero | tr '\\0' x | fold -w 100; echo; echo END-OF-FLOOD",
+                    "timeout_ms": 120000, "idle_ms": 60000
+                }),
+            )
+            .await;
+        let shown = text(&flood);
+        assert!(shown.len() <= 65_536, "{} bytes", shown.len());
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(
+            lines[lines.len() - 5..],
+            [
+                "END-OF-FLOOD",
+                "[wait: prompt]",
+                "[exit code: 0]",
+                "[session: running]",
+                "[output truncated]"
+            ],
+            "the tail and every metadata line"
+        );
+        assert_eq!(structured(&flood)["truncated"], true);
+        let read = mcp
+            .call("terminal_read", json!({"session_id": session, "count": 10000}))
+            .await;
+        assert!(text(&read).len() <= 65_536);
+        assert!(text(&read).contains("[output truncated]"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_smaller_cap_and_no_background() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp =
+            Bridge::stdio(&["--max-result-bytes", "300", "--no-background"], &socket).await;
+        let tools = mcp.list().await;
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert!(
+            !names.contains(&"job_output") && !names.contains(&"job_kill"),
+            "{names:?}"
+        );
+        let send = tools.iter().find(|t| t["name"] == "terminal_send").unwrap();
+        assert!(
+            send["inputSchema"]["properties"]
+                .get("run_in_background")
+                .is_none()
+        );
+        let session = mcp.open().await;
+        let message = mcp
+            .call_invalid(
+                "terminal_send",
+                json!({"session_id": session, "text": "ls", "run_in_background": true}),
+            )
+            .await;
+        assert!(message.contains("run_in_background"), "{message}");
+        let seq = mcp.send(&session, "seq 1 1000").await;
+        assert!(text(&seq).len() <= 300, "{}", text(&seq));
+        assert!(
+            text(&seq).contains("1000\n[wait: prompt]"),
+            "{}",
+            text(&seq)
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_daemon_can_switch_background_sends_off() {
+    timed(async {
+        let config = ptyd::config::Config {
+            allow_background: false,
+            ..Default::default()
+        };
+        let daemon = support::start_daemon_with(config).await;
+        let mut grpc = daemon.client();
+        let session = support::open(&mut grpc, "agent").await;
+        let mut request = support::send_request("agent", &session, "true");
+        request.run_in_background = true;
+        support::expect_code(
+            grpc.send(request).await,
+            tonic::Code::FailedPrecondition,
+            "a background send with allow_background = false",
+        );
+        let mut mcp = Bridge::stdio(&[], &daemon.socket).await;
+        let mine = mcp.open().await;
+        let refused = mcp
+            .call_refused(
+                "terminal_send",
+                json!({"session_id": mine, "text": "true", "run_in_background": true}),
+            )
+            .await;
+        assert!(refused.contains("allow_background"), "{refused}");
+        mcp.close_client().await;
+        daemon.stop().await;
+
+        // The in-process daemon's config switch also takes the job tools off the list.
+        let config_home = tempfile::tempdir().unwrap();
+        std::fs::create_dir(config_home.path().join("ptyd")).unwrap();
+        std::fs::write(
+            config_home.path().join("ptyd/config.toml"),
+            "allow_background = false\n",
+        )
+        .unwrap();
+        let (_dir, socket) = nowhere();
+        let mut own =
+            Bridge::stdio_env(&[], &socket, &[("XDG_CONFIG_HOME", config_home.path())]).await;
+        let tools = own.list().await;
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert!(!names.contains(&"job_output"), "{names:?}");
+        let send = tools.iter().find(|t| t["name"] == "terminal_send").unwrap();
+        assert!(
+            send["inputSchema"]["properties"]
+                .get("run_in_background")
+                .is_none()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn closing_stdin_leaves_no_process() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let opened = mcp.call("terminal_open", json!({})).await;
+        let session = structured(&opened)["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let shell = structured(&opened)["pid"].as_u64().unwrap() as u32;
+        let child = mcp.send(&session, "sleep 1000 & echo $!").await;
+        let child: u32 = structured(&child)["viewport"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .trim()
+            .parse()
+            .expect("the background pid");
+        let server = mcp.server_pid.expect("the server's pid");
+        mcp.close_client().await;
+        wait_until(
+            Duration::from_secs(10),
+            "the server and its sessions are gone",
+            || {
+                let gone = ![server, shell, child].into_iter().any(process_is_running);
+                async move { gone }
+            },
+        )
+        .await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streamable HTTP
+
+/// `ptyd mcp --listen 127.0.0.1:0 --token-file F` and its URL.
+struct HttpServer {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl HttpServer {
+    async fn start(tokens: &str) -> HttpServer {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, socket) = nowhere();
+        let token_file = dir.path().join("tokens");
+        std::fs::write(&token_file, tokens).unwrap();
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ptyd"))
+            .args(["mcp", "--listen", "127.0.0.1:0", "--token-file"])
+            .arg(&token_file)
+            .env("PTYD_SOCKET", &socket)
+            .env("HOME", support::clean_home())
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start ptyd mcp --listen");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let url = tokio::time::timeout(EVENT_WAIT, async {
+            while let Ok(Some(line)) = stderr.next_line().await {
+                if let Some(rest) = line.split("serving MCP on ").nth(1) {
+                    return rest.split_whitespace().next().unwrap().to_owned();
+                }
+            }
+            panic!("ptyd mcp --listen ended without serving");
+        })
+        .await
+        .expect("the server announces its address");
+        tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+        HttpServer {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+}
+
+#[tokio::test]
+async fn http_requires_a_token_and_keeps_agents_apart() {
+    timed(async {
+        let server = HttpServer::start("# two agents\ntoken-alice alice\ntoken-bob bob\n").await;
+        let mut alice = Bridge::http(&server.url, "token-alice").await;
+        let mut bob = Bridge::http(&server.url, "token-bob").await;
+        let session = alice.open().await;
+        let hi = alice.send(&session, "echo hi").await;
+        assert_eq!(structured(&hi)["viewport"], "hi");
+        let list = bob.call("terminal_list", json!({})).await;
+        assert_eq!(
+            structured(&list)["sessions"],
+            json!([]),
+            "bob sees none of alice's"
+        );
+        let refused = bob
+            .call_refused(
+                "terminal_send",
+                json!({"session_id": session, "text": "ls"}),
+            )
+            .await;
+        assert!(
+            refused.contains("does not name an open terminal session"),
+            "{refused}"
+        );
+
+        let initialize = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "raw", "version": "1"}}
+        })
+        .to_string();
+        let accept = "application/json, text/event-stream";
+        let cases = [
+            (
+                json!({"content-type": "application/json", "accept": accept}),
+                401,
+            ),
+            (
+                json!({"content-type": "application/json", "accept": accept,
+                       "authorization": "Bearer wrong"}),
+                401,
+            ),
+            (
+                json!({"content-type": "application/json", "accept": accept,
+                       "authorization": "Bearer token-alice", "origin": "https://evil.example"}),
+                403,
+            ),
+            (
+                json!({"content-type": "application/json", "accept": accept,
+                       "authorization": "Bearer token-alice", "origin": "http://localhost:3000"}),
+                200,
+            ),
+        ];
+        for (headers, status) in cases {
+            let id = alice.id();
+            alice
+                .command(json!({"op": "fetch", "id": id, "url": server.url,
+                                "headers": headers, "body": initialize}))
+                .await;
+            let response = alice.response(id).await.expect("fetch");
+            assert_eq!(response["status"], status, "{headers}: {response}");
+            if status == 401 {
+                assert_eq!(
+                    response["headers"]["www-authenticate"], "Bearer",
+                    "{response}"
+                );
+            }
+        }
+        drop(server.child);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_http_session_that_ends_closes_its_terminals() {
+    timed(async {
+        let server = HttpServer::start("token-carol carol\n").await;
+        let mut first = Bridge::http(&server.url, "token-carol").await;
+        let opened = first.call("terminal_open", json!({})).await;
+        let shell = structured(&opened)["pid"].as_u64().unwrap() as u32;
+        let id = first.id();
+        first.command(json!({"op": "terminate", "id": id})).await;
+        first.response(id).await.expect("DELETE of the MCP session");
+        wait_until(
+            Duration::from_secs(20),
+            "the session's shell is gone",
+            || {
+                let running = process_is_running(shell);
+                async move { !running }
+            },
+        )
+        .await;
+        let mut second = Bridge::http(&server.url, "token-carol").await;
+        let list = second.call("terminal_list", json!({})).await;
+        assert_eq!(structured(&list)["sessions"], json!([]), "{list}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_call_after_the_daemon_went_away_reconnects() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-mcp-reconnect-")
+            .tempdir()
+            .unwrap();
+        let socket = dir.path().join("ptyd.sock");
+        let serve = |socket: PathBuf| {
+            let _ = std::fs::remove_file(&socket);
+            let listener = tokio::net::UnixListener::bind(&socket).expect("bind the socket");
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            // Sessions get a HOME without rc files, as everywhere in these tests.
+            let mut config = ptyd::config::Config::default();
+            let home = support::clean_home().display().to_string();
+            config.env_defaults.push(("HOME".into(), home));
+            let task = tokio::spawn(ptyd::server::serve(listener, config, async move {
+                let _ = stopped.await;
+            }));
+            (stop, task)
+        };
+        let (stop, task) = serve(socket.clone());
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let before = mcp.call("terminal_list", json!({})).await;
+        assert_eq!(structured(&before)["sessions"], json!([]));
+        stop.send(()).unwrap();
+        task.await.unwrap().expect("the daemon stopped cleanly");
+        let gone = mcp.call_refused("terminal_list", json!({})).await;
+        assert!(gone.contains("unavailable"), "{gone}");
+        let (stop, task) = serve(socket.clone());
+        let session = mcp.open().await;
+        let hi = mcp.send(&session, "echo again").await;
+        assert_eq!(structured(&hi)["viewport"], "again");
+        mcp.close_client().await;
+        stop.send(()).unwrap();
+        task.await
+            .unwrap()
+            .expect("the second daemon stopped cleanly");
+    })
+    .await;
+}
