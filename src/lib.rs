@@ -11,7 +11,7 @@
 //!   `pb` response) and the error-to-status table.
 //! - `registry`: sessions keyed by owner agent; ids; limits as reservations taken before a
 //!   session starts.
-//! - [`session`]: one actor task per PTY session: the loop and handlers (`session/actor.rs`),
+//! - `session`: one actor task per PTY session: the loop and handlers (`session/actor.rs`),
 //!   the shell's state machine (`shell.rs`, pure), the send in flight (`send.rs`), jobs
 //!   (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin probe's
 //!   schedule (`probe.rs`) and the Watch feed (`watchers.rs`).
@@ -35,7 +35,7 @@
 //! - [`config`]: terminal types, limits, defaults, the session environment policy.
 //! - [`acp`]: the ACP agent shim (`ptyd acp`) and its typed error.
 //! - [`mcp`]: the MCP server (`ptyd mcp`): the model-facing tools over stdio or streamable HTTP.
-//! - [`connection`]: the daemon a front-end (acp, mcp) talks to: on the socket, or in-process.
+//! - `connection`: the daemon a front-end (acp, mcp) talks to: on the socket, or in-process.
 //! - [`client`]: typed client over the socket.
 //! - [`cli`]: the `ptyd` command line (client verbs; `--json` prints `pb`'s serialization).
 //! - [`pb`]: protobuf glue: generated code, conversions, responses, JSON.
@@ -46,7 +46,7 @@ pub mod acp;
 pub mod cli;
 pub mod client;
 pub mod config;
-pub mod connection;
+pub(crate) mod connection;
 pub mod error;
 pub(crate) mod h2_authority;
 pub mod history;
@@ -60,7 +60,7 @@ pub mod render;
 pub mod screen;
 pub mod server;
 pub(crate) mod service;
-pub mod session;
+pub(crate) mod session;
 pub(crate) mod validate;
 pub mod waiting;
 
