@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 use ptyd::history::History;
-use ptyd::marks::{Integration, IntegrationFiles};
+use ptyd::marks::{Integration, IntegrationFiles, MarkKey};
 use ptyd::pb::terminals_client::TerminalsClient;
 use ptyd::pb::{ListRequest, OpenRequest, ReadRequest, SendRequest, WaitReason, send_response};
 use ptyd::screen::Terminal;
@@ -346,8 +346,14 @@ impl Setup {
     fn bash_argv(&self) -> Vec<String> {
         let mut argv = vec![self.bash.clone()];
         let mut env = Vec::new();
-        self.integration
-            .apply(Integration::Bash, &mut argv, &mut env);
+        // The floor finds the marks by their prefix, so it hands the integration no key.
+        self.integration.apply(
+            Integration::Bash,
+            &MarkKey::unverified(),
+            false,
+            &mut argv,
+            &mut env,
+        );
         argv
     }
 }

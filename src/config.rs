@@ -19,6 +19,8 @@ pub struct TerminalType {
     pub argv: Vec<String>,
     /// Which prompt-mark recipe applies.
     pub integration: Integration,
+    /// bash and zsh: keep history expansion (`!`) on; off by default, so `!` is literal.
+    pub history_expansion: bool,
     /// One line for people.
     pub description: String,
     /// Extra environment for this type, applied before the request's overrides.
@@ -223,6 +225,7 @@ fn builtin_types() -> Vec<TerminalType> {
             name: name.to_owned(),
             argv: vec![program.to_owned()],
             integration,
+            history_expansion: false,
             description: what.to_owned(),
             env: Vec::new(),
         };
@@ -366,6 +369,9 @@ struct TypeFile {
     argv: Vec<String>,
     /// `bash`, `zsh`, `fish` or `none` (the default).
     integration: Option<String>,
+    /// bash and zsh: keep history expansion on.
+    #[serde(default)]
+    history_expansion: bool,
     #[serde(default)]
     description: String,
     #[serde(default)]
@@ -532,6 +538,15 @@ fn terminal_type(index: usize, t: TypeFile) -> Result<TerminalType, FileError> {
             )
         })?,
     };
+    if t.history_expansion && !matches!(integration, Integration::Bash | Integration::Zsh) {
+        return Err(FileError::at(
+            key("history_expansion"),
+            format!(
+                "applies to the bash and zsh integrations only; this type's integration is {}",
+                integration.name()
+            ),
+        ));
+    }
     if t.description.chars().any(char::is_control) {
         return Err(FileError::at(
             key("description"),
@@ -550,6 +565,7 @@ fn terminal_type(index: usize, t: TypeFile) -> Result<TerminalType, FileError> {
         name: t.name,
         argv: t.argv,
         integration,
+        history_expansion: t.history_expansion,
         description: t.description,
         env,
     })
@@ -881,6 +897,20 @@ env = { PYTHONUNBUFFERED = "1" }
     }
 
     #[test]
+    fn history_expansion_is_off_unless_a_type_turns_it_on() {
+        let c = load_text(
+            "[[types]]\nname = \"b\"\nargv = [\"bash\"]\nintegration = \"bash\"\n\
+             history_expansion = true\n\
+             [[types]]\nname = \"z\"\nargv = [\"zsh\"]\nintegration = \"zsh\"\n",
+        )
+        .expect("loads");
+        let on = |name: &str| c.find_type(name).unwrap().history_expansion;
+        assert!(on("b"));
+        assert!(!on("z"));
+        assert!(Config::default().types.iter().all(|t| !t.history_expansion));
+    }
+
+    #[test]
     fn a_type_with_a_builtin_name_replaces_it_in_place() {
         let c = load_text(
             r#"
@@ -969,6 +999,11 @@ argv = ["python3", "-I"]
             &ty("name = \"py\"\nargv = [\"python3\"]\nintegration = \"bsh\""),
             "types[0].integration",
             "must be one of bash, zsh, fish, none",
+        );
+        assert_rejected(
+            &ty("name = \"py\"\nargv = [\"python3\"]\nhistory_expansion = true"),
+            "types[0].history_expansion",
+            "bash and zsh integrations only; this type's integration is none",
         );
         assert_rejected(
             &ty("name = \"py\"\nargv = []"),

@@ -17,7 +17,7 @@ mod sequences;
 mod state;
 mod xterm;
 
-use crate::marks::Mark;
+use crate::marks::{Mark, MarkKey};
 use fast_path::Run;
 use recorder::Recorder;
 use sequences::Sequences;
@@ -107,6 +107,12 @@ impl Terminal {
     pub fn take_replies(&mut self) -> Vec<u8> {
         // Runs hold no queries: every one so far went through the emulator.
         std::mem::take(&mut self.state.get_mut().parser.callbacks_mut().replies)
+    }
+
+    /// From now on, only OSC 133 marks carrying `key` are reported (a new terminal reports every
+    /// mark).
+    pub fn set_mark_key(&mut self, key: MarkKey) {
+        self.state.get_mut().parser.callbacks_mut().mark_key = key;
     }
 
     /// Shell-integration marks seen since the last call, in stream order.

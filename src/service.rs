@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::marks::IntegrationFiles;
+use crate::marks::{IntegrationFiles, MarkKey};
 use crate::pb;
 use crate::registry::Registry;
 use crate::render;
@@ -123,7 +123,16 @@ impl Terminals {
         let id = reservation.id().to_owned();
         let mut env = self.config.session_env(&id, ty, &req.env, std::env::vars());
         let mut argv = ty.argv.clone();
-        self.integration.apply(ty.integration, &mut argv, &mut env);
+        // Every session gets a key, one without integration too: then no mark counts.
+        let mark_key = MarkKey::generate()
+            .map_err(|e| Error::Internal(format!("cannot make the session's mark key: {e}")))?;
+        self.integration.apply(
+            ty.integration,
+            &mark_key,
+            ty.history_expansion,
+            &mut argv,
+            &mut env,
+        );
         let spec = SessionSpec {
             id,
             name: req.name.clone(),
@@ -134,6 +143,7 @@ impl Terminals {
             cols,
             rows,
             integration: ty.integration,
+            mark_key,
             history_lines: self.config.history_lines,
             history_bytes: self.config.history_bytes,
             startup_timeout: self.config.startup_timeout,

@@ -15,7 +15,7 @@ mod view;
 mod watchers;
 
 use crate::error::{Error, Result};
-use crate::marks::Integration;
+use crate::marks::{Integration, MarkKey};
 use crate::process::pty::{ExitKind, Pty};
 use crate::waiting::WaitReason;
 use nix::sys::signal::Signal;
@@ -48,6 +48,10 @@ pub struct SessionSpec {
     pub rows: u16,
     /// Prompt-mark recipe in use.
     pub integration: Integration,
+    /// The secret the integration's marks carry (handed to it in `env`); marks without it are
+    /// output's, not the shell's. The shell keeps printing it for its whole life, so it is part
+    /// of what a daemon adopting the session must keep.
+    pub mark_key: MarkKey,
     /// History bound in lines.
     pub history_lines: u64,
     /// History bound in bytes.

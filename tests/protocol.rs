@@ -34,6 +34,7 @@ async fn concurrent_opens_never_exceed_the_limits() {
             name: "missing".into(),
             argv: vec!["/nonexistent/ptyd-test-program".into()],
             integration: ptyd::marks::Integration::None,
+            history_expansion: false,
             description: "a program that is not there".into(),
             env: Vec::new(),
         });

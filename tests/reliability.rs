@@ -334,6 +334,7 @@ fn cat_type() -> ptyd::config::TerminalType {
         name: "cat".into(),
         argv: vec!["cat".into()],
         integration: ptyd::marks::Integration::None,
+        history_expansion: false,
         description: "cat, for cheap sessions".into(),
         env: Vec::new(),
     }

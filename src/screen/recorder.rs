@@ -5,7 +5,7 @@
 use super::xterm;
 use super::{MarkEvent, Position};
 use crate::history::History;
-use crate::marks::parse_osc;
+use crate::marks::MarkKey;
 use vt100::capture::{BasicFormattedCaptureState, RowContents, basic_formatted_to_plain};
 
 /// The part of the emulator's callbacks that ptyd keeps: history and marks.
@@ -14,6 +14,8 @@ pub(super) struct Recorder {
     pub(super) history: History,
     /// Marks seen since the last `take_marks`.
     pub(super) marks: Vec<MarkEvent>,
+    /// Only OSC 133 marks carrying this key are marks; others are output's and dropped.
+    pub(super) mark_key: MarkKey,
     /// Capture state carried across scrolled rows; it knows whether the last row wrapped.
     pub(super) capture: BasicFormattedCaptureState,
     /// Whether the last scrolled row wrapped.
@@ -38,6 +40,7 @@ impl Recorder {
         Recorder {
             history: History::new(max_lines, max_bytes),
             marks: Vec::new(),
+            mark_key: MarkKey::unverified(),
             capture: BasicFormattedCaptureState::default(),
             last_row_wrapped: false,
             row_buf: String::new(),
@@ -121,7 +124,7 @@ impl vt100::Callbacks for Recorder {
                 .replies
                 .extend_from_slice(b"\x1b]11;rgb:0000/0000/0000\x1b\\"),
             _ => {
-                if let Some(mark) = parse_osc(params) {
+                if let Some(mark) = self.mark_key.parse_osc(params) {
                     let at = cursor_position(screen, self);
                     self.marks.push(MarkEvent { mark, at });
                 }

@@ -270,6 +270,18 @@ fn marks_carry_positions() {
 }
 
 #[test]
+fn with_a_key_only_signed_marks_count_and_forged_ones_leave_no_text() {
+    let mut t = term();
+    t.set_mark_key(MarkKey::from_text("k3y"));
+    t.feed(b"x\x1b]133;D;3\x07\x1b]133;A\x07\x1b]133;C;ptyd=forged\x07y\r\n");
+    assert_eq!(t.take_marks(), vec![], "marks without the key are no marks");
+    t.feed(b"\x1b]133;D;0;ptyd=k3y\x07$ ");
+    let marks: Vec<Mark> = t.take_marks().into_iter().map(|m| m.mark).collect();
+    assert_eq!(marks, vec![Mark::CommandEnd(Some(0))]);
+    assert_eq!(t.lines(1, 2), vec!["xy", "$"], "no mark prints anything");
+}
+
+#[test]
 fn alternate_screen_stays_out_of_history() {
     let mut t = term();
     t.feed(b"keep\r\n\x1b[?1049h");

@@ -84,8 +84,11 @@ impl Actor {
         state: watch::Sender<SessionState>,
     ) -> Actor {
         let now = Instant::now();
+        let mut terminal =
+            Terminal::new(spec.cols, spec.rows, spec.history_lines, spec.history_bytes);
+        terminal.set_mark_key(spec.mark_key.clone());
         Actor {
-            terminal: Terminal::new(spec.cols, spec.rows, spec.history_lines, spec.history_bytes),
+            terminal,
             startup_deadline: now + spec.startup_timeout,
             shell: Shell::new(spec.integration),
             spec,
@@ -452,7 +455,8 @@ impl Actor {
         let sink = match sink {
             Sink::Reply(r) => ActiveSink::Reply(r),
             Sink::Stream(r, chunks) => {
-                ActiveSink::Stream(r, StreamSink::new(chunks, self.spec.integration))
+                let key = self.spec.mark_key.clone();
+                ActiveSink::Stream(r, StreamSink::new(chunks, self.spec.integration, key))
             }
             Sink::Job(id, confirm) => {
                 self.jobs.start(id.clone(), anchor.line);
@@ -615,7 +619,16 @@ impl Actor {
         for w in self.ready_waiters.drain(..) {
             let _ = w.send(info.clone());
         }
-        self.last_seen = self.terminal.cursor();
+        let cursor = self.terminal.cursor();
+        // An integrated shell's first prompt is no one's output: an empty send right after
+        // Open reports nothing new, as it does after any command.
+        self.last_seen = if self.spec.integration == Integration::None {
+            cursor
+        } else {
+            Position { col: 0, ..cursor }
+        };
+        // List shows the startup output (line count, time) as soon as Open has returned.
+        self.publish();
     }
 
     fn ready_info(&self) -> Ready {

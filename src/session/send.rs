@@ -7,7 +7,7 @@ use super::kill::JobKill;
 use super::shell::{CommandEnd, CommandSpan};
 use super::{SendInput, SendOutcome, Sink, Status, status_text, view};
 use crate::error::{Error, Result};
-use crate::marks::{Integration, RegionScanner, Utf8Splitter};
+use crate::marks::{Integration, MarkKey, RegionScanner, Utf8Splitter};
 use crate::render;
 use crate::screen::{Position, Terminal};
 use crate::validate::{KERNEL_LINE_LIMIT, longest_line};
@@ -273,10 +273,16 @@ pub(super) struct StreamSink {
 }
 
 impl StreamSink {
-    pub(super) fn new(chunks: mpsc::Sender<Vec<u8>>, integration: Integration) -> StreamSink {
+    /// A sink for a shell of `integration` whose marks carry `key`.
+    pub(super) fn new(
+        chunks: mpsc::Sender<Vec<u8>>,
+        integration: Integration,
+        key: MarkKey,
+    ) -> StreamSink {
         StreamSink {
             chunks,
-            region: (integration != Integration::None).then(|| RegionScanner::new(integration)),
+            region: (integration != Integration::None)
+                .then(|| RegionScanner::new(integration, key)),
             utf8: Utf8Splitter::default(),
             backlog: VecDeque::new(),
             backlog_bytes: 0,
@@ -408,7 +414,10 @@ mod tests {
 
     fn sink(capacity: usize) -> (StreamSink, mpsc::Receiver<Vec<u8>>) {
         let (tx, rx) = mpsc::channel(capacity);
-        (StreamSink::new(tx, Integration::None), rx)
+        (
+            StreamSink::new(tx, Integration::None, MarkKey::unverified()),
+            rx,
+        )
     }
 
     #[test]

@@ -1,0 +1,266 @@
+//! Issue 13 acceptance tests: right answers when a command's output or text fights back. Output
+//! that prints shell-integration marks (a nested integrated shell, `ssh` to a host with shell
+//! integration, `cat` of a recording) cannot end a send or set its exit code, and `!` in a
+//! command is literal in integrated bash and zsh unless the type turns history expansion on.
+//! Each test starts its own daemon.
+
+mod support;
+
+use ptyd::pb::{OpenRequest, SendRequest, WaitReason};
+use support::*;
+
+const A: &str = "a";
+/// An `idle_ms` so long that only the prompt (or the timeout) can end the wait.
+const NO_IDLE: u32 = 600_000;
+
+/// Whether `shell` is installed; a missing one is skipped with a note (CI installs zsh and fish,
+/// so this only happens on a developer's machine).
+fn shell_available(shell: &str) -> bool {
+    let installed = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(shell).is_file()));
+    if !installed {
+        eprintln!("note: skipping the {shell} test because {shell} is not installed");
+    }
+    installed
+}
+
+/// A send that must end at the prompt, not at silence.
+fn sharp(sid: &str, text: &str) -> SendRequest {
+    SendRequest {
+        idle_ms: NO_IDLE,
+        ..send_request(A, sid, text)
+    }
+}
+
+async fn open_type(c: &mut Client, ty: &str) -> String {
+    open_with(
+        c,
+        OpenRequest {
+            agent_id: A.into(),
+            r#type: ty.into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .expect("OpenResponse.session is set")
+    .session_id
+}
+
+/// Sends `text` and asserts it ended at the prompt with exit code `code`; returns the viewport.
+async fn at_prompt(c: &mut Client, sid: &str, text: &str, code: i32) -> String {
+    let (fr, rendered) = send_with(c, sharp(sid, text)).await;
+    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{text}: {rendered}");
+    assert_eq!(fr.exit_code, Some(code), "{text}: {rendered}");
+    fr.viewport
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output cannot forge the shell's marks
+
+/// The marks a program's output may hold: the standard ones, and one that carries a key (another
+/// ptyd session's, as in a recording of it).
+const FORGED: [&str; 5] = [
+    r"\033]133;D;3\007",
+    r"\033]133;A\007",
+    r"\033]133;C\007",
+    r"\033]133;D;3;ptyd=0123456789abcdef0123456789abcdef\007",
+    r"\033]133;D;3\033]133;A\007\033]133;B\007",
+];
+
+async fn forged_marks_do_not_end_the_send(shell: &str) {
+    if !shell_available(shell) {
+        return;
+    }
+    let mut d = start_daemon().await;
+    let c = &mut d.client;
+    let sid = open_type(c, shell).await;
+    for forged in FORGED {
+        // The forged end comes a second before the real one: a send that settled on it would
+        // return without `real_end`.
+        let cmd = format!("printf 'x{forged}y\\n'; sleep 1; echo real_end");
+        let viewport = at_prompt(c, &sid, &cmd, 0).await;
+        assert_eq!(lines(&viewport), ["xy", "real_end"], "{shell}: {forged}");
+    }
+    // The shell's own marks still work after them.
+    assert_eq!(at_prompt(c, &sid, "sh -c 'exit 4'", 4).await, "", "{shell}");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_ignores_marks_forged_by_output() {
+    timed(forged_marks_do_not_end_the_send("bash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_ignores_marks_forged_by_output() {
+    timed(forged_marks_do_not_end_the_send("zsh")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fish_ignores_marks_forged_by_output() {
+    timed(forged_marks_do_not_end_the_send("fish")).await;
+}
+
+/// The key reaches the integration only: no program the shell starts (a nested shell among
+/// them) finds it in its environment or in the shell's exported variables.
+async fn the_key_stays_out_of_the_environment(shell: &str) {
+    if !shell_available(shell) {
+        return;
+    }
+    let mut d = start_daemon().await;
+    let c = &mut d.client;
+    let sid = open_type(c, shell).await;
+    assert_eq!(
+        at_prompt(c, &sid, "env | grep -c PTYD_MARK_KEY", 1).await,
+        "0",
+        "{shell}"
+    );
+    assert_eq!(
+        at_prompt(c, &sid, "env | grep -c PTYD_HISTORY_EXPANSION", 1).await,
+        "0",
+        "{shell}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_keeps_the_key_from_its_programs() {
+    timed(the_key_stays_out_of_the_environment("bash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_keeps_the_key_from_its_programs() {
+    timed(the_key_stays_out_of_the_environment("zsh")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fish_keeps_the_key_from_its_programs() {
+    timed(the_key_stays_out_of_the_environment("fish")).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// `!` in a command
+
+async fn bang_is_literal(shell: &str) {
+    if !shell_available(shell) {
+        return;
+    }
+    let mut d = start_daemon().await;
+    let c = &mut d.client;
+    let sid = open_type(c, shell).await;
+    assert_eq!(at_prompt(c, &sid, "echo A!B", 0).await, "A!B", "{shell}");
+    assert_eq!(
+        at_prompt(c, &sid, r#"echo "wow!x""#, 0).await,
+        "wow!x",
+        "{shell}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_prints_a_bang_literally() {
+    timed(bang_is_literal("bash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_prints_a_bang_literally() {
+    timed(bang_is_literal("zsh")).await;
+}
+
+/// A type with `history_expansion = true` keeps `!!` working.
+async fn a_type_turns_history_expansion_on(shell: &str) {
+    if !shell_available(shell) {
+        return;
+    }
+    let mut config = ptyd::config::Config::default();
+    let mut ty = config
+        .types
+        .iter()
+        .find(|t| t.name == shell)
+        .expect("a built-in type per installed shell")
+        .clone();
+    ty.name = format!("{shell}-bang");
+    ty.history_expansion = true;
+    config.types.push(ty);
+    let mut d = start_daemon_with(config).await;
+    let c = &mut d.client;
+    let sid = open_type(c, &format!("{shell}-bang")).await;
+    at_prompt(c, &sid, "echo first", 0).await;
+    // `!!` is the previous command: it runs `echo echo first`.
+    let viewport = at_prompt(c, &sid, "echo !!", 0).await;
+    assert_eq!(
+        lines(&viewport).last(),
+        Some(&"echo first"),
+        "{shell}: {viewport:?}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_type_can_turn_history_expansion_on() {
+    timed(a_type_turns_history_expansion_on("bash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_type_can_turn_history_expansion_on() {
+    timed(a_type_turns_history_expansion_on("zsh")).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A fresh session
+
+/// Right after `Open`, the prompt is on screen but is no one's output: the first empty send has
+/// nothing new, and `List` already counts the prompt's line and its time.
+async fn a_fresh_session_has_no_new_output(shell: &str) {
+    if !shell_available(shell) {
+        return;
+    }
+    let mut d = start_daemon().await;
+    let c = &mut d.client;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after the epoch")
+        .as_millis() as i64;
+    let sid = open_type(c, shell).await;
+    let info = session_info(c, A, &sid).await.expect("listed");
+    assert!(
+        info.total_lines >= 1,
+        "{shell}: the prompt's line: {info:?}"
+    );
+    assert!(
+        info.last_output_unix_ms >= before,
+        "{shell}: the prompt is output: {info:?}"
+    );
+    let (fr, rendered) = send_with(
+        c,
+        SendRequest {
+            submit: Some(false),
+            idle_ms: NO_IDLE,
+            ..send_request(A, &sid, "")
+        },
+    )
+    .await;
+    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{shell}: {rendered}");
+    assert_eq!(fr.viewport, "", "{shell}: {rendered}");
+    assert_eq!(
+        rendered, "(no new output)\n[wait: prompt]\n[session: running]",
+        "{shell}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_bash_session_has_no_new_output() {
+    timed(a_fresh_session_has_no_new_output("bash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_zsh_session_has_no_new_output() {
+    timed(a_fresh_session_has_no_new_output("zsh")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_fish_session_has_no_new_output() {
+    timed(a_fresh_session_has_no_new_output("fish")).await;
+}
