@@ -13,13 +13,14 @@
 mod fast_path;
 mod recorder;
 mod resting;
+mod run;
 mod sequences;
 mod state;
 mod xterm;
 
 use crate::marks::{Mark, MarkKey};
-use fast_path::Run;
 use recorder::Recorder;
+use run::Run;
 use sequences::Sequences;
 use state::State;
 use std::cell::{RefCell, RefMut};

@@ -2,22 +2,9 @@
 //! to one cell, and redrawn from vt100's own rendering of its contents when output arrives or
 //! something reads; what the session asks most while idle is answered from memory.
 
-use super::state::State;
-use super::{Position, Terminal, nonzero};
+use super::state::{Resting, State};
+use super::{Terminal, nonzero};
 use std::num::NonZeroU16;
-
-/// A resting terminal's screen. The emulator's grid (32 bytes a cell: 150 KiB at 120x40) is
-/// shrunk to one cell while a session is idle, and redrawn from these bytes (vt100's own
-/// rendering of its contents, cursor and input modes) when output arrives or something reads.
-/// What the session asks most while idle is kept too, so asking does not wake the screen.
-pub(super) struct Resting {
-    pub(super) redraw: Vec<u8>,
-    pub(super) cols: u16,
-    pub(super) rows: u16,
-    pub(super) total_lines: u64,
-    pub(super) cursor: Position,
-    pub(super) bracketed_paste: bool,
-}
 
 impl Terminal {
     /// Lets an idle terminal's screen rest (see [`Resting`]): frees the emulator's grid until

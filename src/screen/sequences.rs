@@ -107,26 +107,6 @@ fn parse_escape(seq: &[u8]) -> Escape<'_> {
     }
 }
 
-/// The numeric parameters of a CSI (`;`-separated; empty ones are 0; sub-parameters after `:`
-/// are ignored).
-pub(super) fn numbers(params: &[u8]) -> impl Iterator<Item = u16> + '_ {
-    params.split(|b| *b == b';').map(|p| {
-        p.iter()
-            .take_while(|b| b.is_ascii_digit())
-            .fold(0u16, |n, d| {
-                n.saturating_mul(10).saturating_add(u16::from(d - b'0'))
-            })
-    })
-}
-
-/// The first parameter, or `default` when it is absent or 0.
-pub(super) fn first_or(params: &[u8], default: u16) -> u16 {
-    match numbers(params).next() {
-        Some(0) | None => default,
-        Some(n) => n,
-    }
-}
-
 impl Sequences {
     /// Whether nothing is held back or half-read: the emulator has seen a whole stream.
     pub(super) fn is_idle(&self) -> bool {

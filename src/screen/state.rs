@@ -2,9 +2,8 @@
 //! may be behind on, the main screen kept while the alternate one shows, and the numbered lines
 //! (history, then the screen's logical lines) read from them.
 
-use super::fast_path::Run;
 use super::recorder::{Recorder, cursor_position};
-use super::resting::Resting;
+use super::run::Run;
 use super::{Position, xterm};
 
 /// The main screen as it was when a full-screen program switched to the alternate screen; it
@@ -12,6 +11,19 @@ use super::{Position, xterm};
 pub(super) struct MainSnapshot {
     pub(super) lines: Vec<String>,
     pub(super) cursor: Position,
+}
+
+/// A resting terminal's screen. The emulator's grid (32 bytes a cell: 150 KiB at 120x40) is
+/// shrunk to one cell while a session is idle, and redrawn from these bytes (vt100's own
+/// rendering of its contents, cursor and input modes) when output arrives or something reads.
+/// What the session asks most while idle is kept too, so asking does not wake the screen.
+pub(super) struct Resting {
+    pub(super) redraw: Vec<u8>,
+    pub(super) cols: u16,
+    pub(super) rows: u16,
+    pub(super) total_lines: u64,
+    pub(super) cursor: Position,
+    pub(super) bracketed_paste: bool,
 }
 
 pub(super) struct State {

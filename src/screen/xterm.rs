@@ -7,7 +7,6 @@
 //! DECRQM answers. [`super::sequences`] decides what reaches here, in stream order.
 
 use super::State;
-use super::sequences::{first_or, numbers};
 
 /// A CSI sequence, parsed.
 pub(super) struct Csi<'a> {
@@ -509,5 +508,25 @@ impl Modes {
     /// The previous tab stop left of `col`, or the first column.
     fn previous_stop(&self, col: u16) -> u16 {
         (1..col).rev().find(|&c| self.is_stop(c)).unwrap_or(0)
+    }
+}
+
+/// The numeric parameters of a CSI (`;`-separated; empty ones are 0; sub-parameters after `:`
+/// are ignored).
+pub(super) fn numbers(params: &[u8]) -> impl Iterator<Item = u16> + '_ {
+    params.split(|b| *b == b';').map(|p| {
+        p.iter()
+            .take_while(|b| b.is_ascii_digit())
+            .fold(0u16, |n, d| {
+                n.saturating_mul(10).saturating_add(u16::from(d - b'0'))
+            })
+    })
+}
+
+/// The first parameter, or `default` when it is absent or 0.
+pub(super) fn first_or(params: &[u8], default: u16) -> u16 {
+    match numbers(params).next() {
+        Some(0) | None => default,
+        Some(n) => n,
     }
 }
