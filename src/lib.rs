@@ -23,7 +23,7 @@
 //! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
 //!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
 //!   vt100 lacks in `xterm`), the emulator state and its line reads (`state`), history recording
-//!   and query replies (`recorder`), the plain-line fast path (`fast_path`) and resting idle
+//!   and query replies (`recorder`), the plain-line fast path (`fast_path`, its data in `run`) and resting idle
 //!   screens (`resting`).
 //! - [`history`]: the paged, bounded line store (pure).
 //! - [`marks`]: shell-integration wrappers and OSC 133/7 parsing.
