@@ -101,6 +101,15 @@ class RawShell:
 def measure(pb2, pb2_grpc, args):
     argv = json.loads(args.bash_argv)
     env = json.loads(args.env)
+    # The bare shell is forked before grpcio starts its threads (forking beside them is unsafe).
+    raw = RawShell(argv, env, args.cwd)
+    try:
+        return measure_against(pb2, pb2_grpc, args, raw)
+    finally:
+        raw.close()
+
+
+def measure_against(pb2, pb2_grpc, args, raw):
     with connect(args.socket) as channel:
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = pb2_grpc.TerminalsStub(channel)
@@ -125,7 +134,6 @@ def measure(pb2, pb2_grpc, args):
                     pb2.SendRequest(agent_id=args.agent, session_id=sid, text="", submit=False)
                 )
 
-        raw = RawShell(argv, env, args.cwd)
         try:
             for _ in range(20):
                 send_true()
@@ -146,7 +154,6 @@ def measure(pb2, pb2_grpc, args):
                     rpc_alone.append(rpc_s * 1e3)
                     floor.append((raw_s + rpc_s) * 1e3)
         finally:
-            raw.close()
             stub.Close(pb2.CloseRequest(agent_id=args.agent, session_id=sid))
 
     def summary(samples):
