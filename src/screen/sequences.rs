@@ -233,11 +233,21 @@ impl Sequences {
                     }
                     xterm::Utf8::Replace => {
                         state.process(&input[pending..i]);
-                        let fixed = xterm::replace_malformed(&input[i..i + run]);
+                        let cut = if at_end {
+                            xterm::cut_tail(&input[i..i + run])
+                        } else {
+                            0
+                        };
+                        let fixed = xterm::replace_malformed(&input[i..i + run - cut]);
                         if per_char {
                             self.modes.text(&fixed, state);
                         } else {
                             state.process(&fixed);
+                        }
+                        if cut > 0 {
+                            self.carry.extend_from_slice(&input[i + run - cut..]);
+                            self.modes.apply_to(state);
+                            return;
                         }
                         i += run;
                         pending = i;

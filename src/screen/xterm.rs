@@ -108,6 +108,23 @@ pub(super) fn check_utf8(run: &[u8], at_end: bool) -> Utf8 {
     }
 }
 
+/// How many bytes at the end of `run` start a character that the end of the input cut (a valid
+/// prefix of a sequence that needs more bytes), or 0: they wait for the next read even when
+/// malformed bytes come before them.
+pub(super) fn cut_tail(run: &[u8]) -> usize {
+    // A sequence is at most 4 bytes, so a cut one starts among the last 3.
+    for back in 1..=run.len().min(3) {
+        let tail = &run[run.len() - back..];
+        if tail[0] >= 0xC0 {
+            return match std::str::from_utf8(tail) {
+                Err(e) if e.valid_up_to() == 0 && e.error_len().is_none() => back,
+                _ => 0,
+            };
+        }
+    }
+    0
+}
+
 /// `run` with each malformed sequence (as Rust and the WHATWG count them: the longest prefix
 /// of a valid sequence, or one byte) and each U+FFFD replaced by [`MALFORMED`].
 pub(super) fn replace_malformed(run: &[u8]) -> Vec<u8> {

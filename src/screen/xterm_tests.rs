@@ -250,6 +250,33 @@ fn malformed_utf8_shows_replacement_characters() {
 }
 
 #[test]
+fn a_character_cut_after_malformed_bytes_waits_for_the_rest() {
+    // Fuzzing found "\t\xaf\xf1" fed whole showing two replacement characters while fed byte
+    // by byte it showed one and waited: a cut character at the end of a read is held back even
+    // when malformed bytes come before it in the same run.
+    for (stream, rest) in [
+        (&b"\t\xaf\xf1"[..], &b"\x9f\x98\x80"[..]),
+        (b"a\xff\xe2\x82", b"\xac"),
+        (b"\xc3(\xf0\x9f", b"\x98\x80"),
+    ] {
+        let mut whole = term();
+        whole.feed(stream);
+        let bytewise = fed_in_chunks(stream, 1, true);
+        assert_eq!(whole.cursor(), bytewise.cursor(), "{stream:?}");
+        assert_eq!(
+            whole.visible_screen(),
+            bytewise.visible_screen(),
+            "{stream:?}"
+        );
+        // And the rest completes the character.
+        whole.feed(rest);
+        let mut joined = stream.to_vec();
+        joined.extend_from_slice(rest);
+        assert_eq!(whole.visible_screen(), screen_of(&joined), "{stream:?}");
+    }
+}
+
+#[test]
 fn mode_requests_are_answered() {
     let mut t = term();
     t.feed(b"\x1b[?2004h\x1b[?7l\x1b[?2004$p\x1b[?7$p\x1b[?25$p\x1b[?9999$p\x1b[4h\x1b[4$p");
