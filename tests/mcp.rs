@@ -99,17 +99,7 @@ impl Bridge {
             .expect("start node with the MCP bridge (Node.js is required)");
         let stdin = child.stdin.take().expect("bridge stdin");
         let stdout = child.stdout.take().expect("bridge stdout");
-        let (tx, events) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let event: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("bridge wrote a bad line {line:?}: {e}"));
-                if tx.send(event).is_err() {
-                    break;
-                }
-            }
-        });
+        let events = support::json_lines(stdout);
         let mut bridge = Bridge {
             _child: child,
             stdin,
