@@ -271,6 +271,7 @@ impl SessionHandle {
             spec.cols,
             spec.rows,
             spec.process_tracking,
+            None,
         )
         .await
         .map_err(|e| {
