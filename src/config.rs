@@ -79,6 +79,10 @@ pub struct Config {
     /// Where the daemon keeps what a successor needs to adopt its sessions; `None`:
     /// `$XDG_STATE_HOME/ptyd` (else `~/.local/state/ptyd`).
     pub state_dir: Option<PathBuf>,
+    /// Whether sessions are kept in the state directory for a successor to adopt. Not a file
+    /// key: off only for the private daemon `ptyd mcp`/`ptyd acp` serve inside their own
+    /// process when no daemon answers (its sessions end with it, and several may run at once).
+    pub outlive_daemon: bool,
 }
 
 impl Default for Config {
@@ -120,6 +124,7 @@ impl Default for Config {
             process_tracking: crate::process::ProcessTracking::Auto,
             adoption_grace: Duration::from_millis(900_000),
             state_dir: None,
+            outlive_daemon: true,
         }
     }
 }

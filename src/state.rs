@@ -215,6 +215,41 @@ impl SessionFiles {
     }
 }
 
+/// A served session's place in the state directory: its files and its record as last saved.
+pub(crate) struct SessionStore {
+    files: SessionFiles,
+    record: SessionRecord,
+}
+
+impl SessionStore {
+    /// Saves `record` in `files` and keeps both.
+    pub(crate) fn new(files: SessionFiles, record: SessionRecord) -> SessionStore {
+        let store = SessionStore { files, record };
+        store.save();
+        store
+    }
+
+    /// Replaces the jobs in the record, saving it when they changed.
+    pub(crate) fn set_jobs(&mut self, jobs: Vec<record::JobRecord>) {
+        if jobs != self.record.jobs {
+            self.record.jobs = jobs;
+            self.save();
+        }
+    }
+
+    /// Removes the session's state (it was closed).
+    pub(crate) fn remove(&self) {
+        self.files.remove();
+    }
+
+    fn save(&self) {
+        if let Err(e) = self.files.save(&self.record) {
+            tracing::warn!(session = %self.record.id, error = %e,
+                "could not save the session's record; a daemon adopting it will miss the change");
+        }
+    }
+}
+
 /// Writes `bytes` to `path` so that a reader sees the old file or the new one, never a part.
 fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut temp = path.as_os_str().to_owned();

@@ -79,7 +79,6 @@ mod tests {
         r.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"hi");
         // A message without a descriptor is refused.
-        use std::io::Write as _;
         (&helper).write_all(b"pid 1\n").unwrap();
         assert!(receive(&daemon).is_err());
     }

@@ -44,6 +44,9 @@ pub enum ExitKind {
     Code(i32),
     /// Killed by a signal.
     Signal(Signal),
+    /// Not known: the session's helper vanished while no daemon ran (a session adopted in that
+    /// state is readable, but how its program ended was lost with the helper).
+    Lost,
 }
 
 /// How long a helper may take to hand its session over (normally microseconds).
@@ -337,9 +340,48 @@ impl Pty {
         }
     }
 
+    /// A session whose helper vanished while no daemon ran: a terminal that has hung up and a
+    /// program that has exited, how is not known. Nothing of it runs.
+    pub(crate) fn lost() -> io::Result<Pty> {
+        let (master, slave) = open_pty(80, 24, false)?;
+        drop(slave);
+        let (status_read, status_write) = fd::pipe()?;
+        drop(status_write);
+        Ok(Pty {
+            io: fd::async_fd(fd::set_nonblocking(master)?, Interest::READABLE)?,
+            status: fd::async_fd(fd::set_nonblocking(status_read)?, Interest::READABLE)?,
+            status_buf: Mutex::new(Vec::new()),
+            helper_closed: AtomicBool::new(true),
+            helper: None,
+            helper_pid: 0,
+            helper_exit: None,
+            program_exit: None,
+            pid: 0,
+            tty_path: None,
+            slave_probe: None,
+            cgroup: None,
+            terminated: AtomicBool::new(true),
+        })
+    }
+
+    /// Reads available output into `buf`, waiting for some; `Ok(0)` means the master hung up.
+    pub(crate) async fn read_into(&self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let mut guard = self.io.readable().await?;
+            match guard.try_io(|master| fd::read(master, buf)) {
+                Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(0),
+                Ok(result) => return result,
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
     /// Resolves once the program has exited (the helper reaped it and reported how).
     /// Cancel-safe: bytes already read are kept for the next call.
     pub(crate) async fn wait_exit(&self) -> io::Result<ExitKind> {
+        if self.pid == 0 {
+            return Ok(ExitKind::Lost);
+        }
         while !self.helper_closed.load(Ordering::Relaxed) {
             match self.next_report().await? {
                 Some(Report::Exited(code)) => return Ok(ExitKind::Code(code)),
@@ -408,6 +450,9 @@ impl Pty {
     /// SIGTERM, SIGKILL) and returns once none is left, the helper reaped and the cgroup
     /// removed.
     pub(crate) async fn terminate(&self, grace: Duration) {
+        if self.pid == 0 && self.helper.is_none() {
+            return; // lost: nothing of it runs
+        }
         let helper_pid = self.helper_pid;
         let helper_alive = match &self.helper {
             Some(child) => child
