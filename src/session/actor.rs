@@ -721,8 +721,13 @@ impl Actor {
         self.terminal.feed(&replay.output);
         drop(self.terminal.take_replies());
         let now = Instant::now();
+        let mut last_start = None;
         for event in self.terminal.take_marks() {
-            let _ = self.shell.on_mark(&event.mark, event.at, now, None);
+            if let MarkEffect::CommandStarted(at) =
+                self.shell.on_mark(&event.mark, event.at, now, None)
+            {
+                last_start = Some(at);
+            }
         }
         if let Some(kind) = replay.exit {
             self.exit = Some(kind);
@@ -744,6 +749,12 @@ impl Actor {
             self.begin_send(super::resumed_wait(), Sink::Job(id, confirm));
         }
         self.jobs.restore(&replay.jobs);
+        // A job whose command started while no daemon read: its output starts at that mark.
+        if let Some(job) = replay.jobs.iter().find(|j| j.status == JobStatus::Running.name())
+            && let Some(at) = last_start.filter(|at| at.line >= job.consumed)
+        {
+            self.jobs.command_started(&job.id, at);
+        }
         self.save_jobs();
         self.evaluate();
         self.publish();
