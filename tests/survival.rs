@@ -14,7 +14,7 @@ const A: &str = "agent-a";
 const B: &str = "agent-b";
 const PROCESS_DEADLINE: Duration = Duration::from_secs(20);
 
-/// `ptyd serve` on `<dir>/ptyd.sock` with its state in `<dir>/ptyd` and `config` as its
+/// `ptyd serve` on `<dir>/ptyd.sock` with its state in `<dir>/state/ptyd` and `config` as its
 /// config file; returns once it answers.
 async fn serve(dir: &Path, config: &str) -> (tokio::process::Child, PathBuf) {
     let child = serve_command(dir, config, &dir.join("ptyd.sock"))
@@ -45,7 +45,7 @@ fn serve_command(dir: &Path, config: &str, socket: &Path) -> tokio::process::Com
         .env("HOME", clean_home())
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env("XDG_RUNTIME_DIR", dir)
-        .env("XDG_STATE_HOME", dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
         .arg("--socket")
         .arg(socket)
         .arg("serve")
@@ -358,7 +358,7 @@ async fn one_daemon_per_state_directory_and_ids_continue_across_daemons() {
         assert!(stderr.contains("already serves the state directory"), "{stderr}");
 
         terminate(first).await;
-        let sessions = dir.path().join("ptyd/sessions");
+        let sessions = dir.path().join("state/ptyd/sessions");
         assert_eq!(std::fs::read_dir(&sessions).unwrap().count(), 0, "a clean stop removes them");
         let (second, _) = serve(dir.path(), "").await;
         let mut c = ptyd::client::connect(&socket).await.unwrap();
