@@ -58,10 +58,10 @@ pub mod process;
 pub(crate) mod registry;
 pub mod render;
 pub mod screen;
-pub(crate) mod state;
 pub mod server;
 pub(crate) mod service;
 pub(crate) mod session;
+pub(crate) mod state;
 pub(crate) mod validate;
 pub mod waiting;
 

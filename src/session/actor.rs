@@ -750,7 +750,10 @@ impl Actor {
         }
         self.jobs.restore(&replay.jobs);
         // A job whose command started while no daemon read: its output starts at that mark.
-        if let Some(job) = replay.jobs.iter().find(|j| j.status == JobStatus::Running.name())
+        if let Some(job) = replay
+            .jobs
+            .iter()
+            .find(|j| j.status == JobStatus::Running.name())
             && let Some(at) = last_start.filter(|at| at.line >= job.consumed)
         {
             self.jobs.command_started(&job.id, at);
