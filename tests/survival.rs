@@ -184,7 +184,9 @@ async fn five_sessions_of_two_agents_survive_a_kill_9() {
         assert!(began.elapsed() < Duration::from_secs(2), "{:?}", began.elapsed());
         assert_eq!(mine, [vim.clone(), python.clone(), flood.clone()]);
         assert_eq!(theirs, [prompt.clone(), job_session.clone()]);
-        assert!(list(&mut c, A).await.sessions.iter().all(|s| s.adopted));
+        let listed = list(&mut c, A).await;
+        assert!(listed.sessions.iter().all(|s| s.adopted), "{listed:?}");
+        assert!(listed.rendered.contains("(adopted)"), "{}", listed.rendered);
 
         settle(&mut c, A, &flood).await;
         let numbers: Vec<u64> = history(&mut c, A, &flood)
