@@ -1,7 +1,8 @@
 //! Issue 13 acceptance tests: right answers when a command's output or text fights back. Output
 //! that prints shell-integration marks (a nested integrated shell, `ssh` to a host with shell
 //! integration, `cat` of a recording) cannot end a send or set its exit code, and `!` in a
-//! command is literal in integrated bash and zsh unless the type turns history expansion on.
+//! command is literal in integrated bash and zsh unless the type turns history expansion on, a
+//! line the shell refuses returns at once with the shell's message alone.
 //! Each test starts its own daemon.
 
 mod support;
@@ -205,6 +206,89 @@ async fn bash_type_can_turn_history_expansion_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zsh_type_can_turn_history_expansion_on() {
     timed(a_type_turns_history_expansion_on("zsh")).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A line the shell refuses
+
+/// Sends a line the shell refuses without running it: it must end at the prompt (only the
+/// prompt can end it before the timeout), with the shell's message alone and no exit code.
+async fn refused(c: &mut Client, sid: &str, text: &str) -> String {
+    let (fr, rendered) = send_with(c, sharp(sid, text)).await;
+    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{text}: {rendered}");
+    assert_eq!(fr.exit_code, None, "{text}: nothing ran: {rendered}");
+    fr.viewport
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_returns_a_refused_line_at_once_with_its_message_alone() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let c = &mut d.client;
+        let sid = open_type(c, "bash").await;
+        at_prompt(c, &sid, "set -H", 0).await;
+        assert_eq!(
+            refused(c, &sid, "echo !nonexistent").await,
+            "bash: !nonexistent: event not found"
+        );
+        assert_eq!(
+            refused(c, &sid, "echo (").await,
+            "bash: syntax error near unexpected token `newline'"
+        );
+        // A refused line longer than the terminal is wide: its echo wraps.
+        let long = format!("echo {} (", "x".repeat(200));
+        assert_eq!(
+            refused(c, &sid, &long).await,
+            "bash: syntax error near unexpected token `('"
+        );
+        assert_eq!(at_prompt(c, &sid, "echo ok", 0).await, "ok");
+        d.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_returns_a_refused_line_with_its_message_alone() {
+    timed(async {
+        if !shell_available("zsh") {
+            return;
+        }
+        let mut d = start_daemon().await;
+        let c = &mut d.client;
+        let sid = open_type(c, "zsh").await;
+        assert_eq!(
+            refused(c, &sid, "echo ;;").await,
+            "zsh: parse error near `;;'"
+        );
+        at_prompt(c, &sid, "setopt BANG_HIST", 0).await;
+        assert_eq!(
+            refused(c, &sid, "echo !nonexistent").await,
+            "zsh: event not found: nonexistent"
+        );
+        assert_eq!(at_prompt(c, &sid, "echo ok", 0).await, "ok");
+        d.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fish_returns_a_refused_line_with_its_message_alone() {
+    timed(async {
+        if !shell_available("fish") {
+            return;
+        }
+        let mut d = start_daemon().await;
+        let c = &mut d.client;
+        let sid = open_type(c, "fish").await;
+        let viewport = refused(c, &sid, "(exit 42)").await;
+        assert!(
+            viewport.starts_with("fish: "),
+            "the message, not the prompt and the echoed line: {viewport:?}"
+        );
+        assert_eq!(at_prompt(c, &sid, "echo ok", 0).await, "ok");
+        d.stop().await;
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -119,7 +119,7 @@ impl Actor {
             // The shell decides when input may go in (see `shell.rs`).
             let write = self.shell.next_write(now);
             if write == Write::Input
-                && let Some(to) = self.shell.take_first_write()
+                && let Some(to) = self.shell.take_first_write(self.terminal.cursor())
             {
                 self.before_first_write(to);
             }

@@ -14,8 +14,12 @@
 //!   editor has the terminal; the editor is up once bracketed paste is on.
 //! - A prompt mark that arrives while input still waits is the previous command's prompt: once
 //!   the input is written, the shell is busy with it, not idle.
-//! - A refused line (bash: an end mark without a start mark; fish: ptyd's rejected mark) settles
-//!   the send without an exit code; fish keeps the line, so the next input clears it first.
+//! - A refused line settles the send without an exit code, its output being the shell's message
+//!   alone (from the line after the echoed input): bash and zsh print an end mark without a start
+//!   mark (a syntax error, zsh's failed history expansion); bash draws its prompt again without
+//!   either after a failed history expansion (a prompt mark after a submitted line, with no start
+//!   mark, when the input went to a prompt already drawn); fish prints ptyd's rejected mark and
+//!   keeps the line, so the next input clears it first.
 //! - A command that ends while no send waits is kept for the next pure wait to report.
 
 use super::SendInput;
@@ -28,6 +32,8 @@ use std::time::{Duration, Instant};
 /// late).
 pub(super) const PROMPT_SETTLE: Duration = Duration::from_millis(200);
 
+/// Starts a bracketed paste.
+const PASTE_START: &[u8] = b"\x1b[200~";
 /// Ctrl-U: clears the line a shell kept in its editor.
 const CLEAR_LINE: u8 = 0x15;
 /// Input buffer capacity kept between sends; a larger one (a big paste) is freed, so an idle
@@ -75,6 +81,31 @@ pub(super) struct FirstWrite {
     pub clear_kept_line: bool,
 }
 
+/// Where a send's input went, recorded at its first write: what a refused line's output is
+/// told apart by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Echo {
+    /// The line the echo of the input starts on (the cursor's when the input was written).
+    line: u64,
+    /// Lines the echo takes (a bracketed paste echoes each of its lines; typed lines are each a
+    /// command of their own, the first one alone is this send's).
+    lines: u64,
+    /// The input went to an integrated shell's prompt that was drawn already.
+    to_drawn_prompt: bool,
+    /// The input ends with Enter: it submits a line the shell may refuse.
+    submits: bool,
+}
+
+impl Echo {
+    /// Where the output of a line the shell refused starts: after the echoed input.
+    fn output_start(self) -> Position {
+        Position {
+            line: self.line + self.lines,
+            col: 0,
+        }
+    }
+}
+
 /// What the actor writes next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Write {
@@ -111,6 +142,11 @@ pub(super) struct Shell {
     outbox_pos: usize,
     /// The send's input is about to be written for the first time.
     first_write: Option<FirstWrite>,
+    /// A prompt mark arrived since the last command-start or command-end mark: the line editor
+    /// has drawn its prompt.
+    prompt_drawn: bool,
+    /// Where the input of the send in flight went, once its first byte is written.
+    echo: Option<Echo>,
     /// Answers to terminal queries, written before any pending input.
     replies: Vec<u8>,
 }
@@ -130,6 +166,8 @@ impl Shell {
             outbox: Vec::new(),
             outbox_pos: 0,
             first_write: None,
+            prompt_drawn: false,
+            echo: None,
             replies: Vec::new(),
         }
     }
@@ -149,6 +187,7 @@ impl Shell {
         match mark {
             Mark::CommandStart => {
                 self.at_prompt = false;
+                self.prompt_drawn = false;
                 self.command_start = Some(at);
                 if let Some(span) = send.filter(|s| s.writes_input && s.start.is_none()) {
                     span.start = Some(at);
@@ -164,9 +203,16 @@ impl Shell {
                 self.at_prompt = true;
                 self.prompt_pending = Some(now);
                 self.editor_pending = false;
+                self.prompt_drawn = false;
                 let input_written = !self.input_pending();
                 match send {
-                    Some(span) if span.end.is_none() && input_written => span.end = Some(end),
+                    Some(span) if span.end.is_none() && input_written => {
+                        if !had_command {
+                            // The shell ran nothing: the line was refused (or empty).
+                            self.refused_output(span);
+                        }
+                        span.end = Some(end);
+                    }
                     Some(_) => {}
                     None if had_command => self.unreported = Some(end),
                     None => {}
@@ -174,6 +220,19 @@ impl Shell {
                 MarkEffect::None
             }
             Mark::PromptStart | Mark::InputStart => {
+                if *mark == Mark::PromptStart {
+                    if let Some(span) = send.filter(|s| s.end.is_none())
+                        && self.reprompted_without_running(span)
+                    {
+                        // bash after a failed history expansion: no start, no end, a prompt.
+                        self.refused_output(span);
+                        span.end = Some(CommandEnd {
+                            exit_code: None,
+                            at,
+                        });
+                    }
+                    self.prompt_drawn = true;
+                }
                 if self.integration == Integration::Fish && self.prompt_pending.is_some() {
                     // fish sends its prompt mark from the `fish_prompt` event, before its line
                     // editor has the terminal; the editor turns bracketed paste on once it has.
@@ -194,6 +253,7 @@ impl Shell {
                 self.prompt_pending = None;
                 self.command_start = None;
                 if let Some(span) = send.filter(|s| s.end.is_none()) {
+                    self.refused_output(span);
                     span.end = Some(CommandEnd {
                         exit_code: None,
                         at,
@@ -202,6 +262,28 @@ impl Shell {
                 MarkEffect::None
             }
         }
+    }
+
+    /// A line the shell refused: the send's output starts after the echoed input, so that it
+    /// holds the shell's message alone.
+    fn refused_output(&self, span: &mut CommandSpan) {
+        if span.writes_input
+            && span.start.is_none()
+            && let Some(echo) = self.echo
+        {
+            span.start = Some(echo.output_start());
+        }
+    }
+
+    /// Whether a prompt mark means the shell drew its prompt again for the line the send
+    /// submitted, without running it: all of the input is written, to a prompt that was drawn,
+    /// and no command started since.
+    fn reprompted_without_running(&self, span: &CommandSpan) -> bool {
+        span.writes_input
+            && span.start.is_none()
+            && self.command_start.is_none()
+            && !self.input_pending()
+            && self.echo.is_some_and(|e| e.to_drawn_prompt && e.submits)
     }
 
     /// After each output chunk: whether the terminal has bracketed paste on now (asked only
@@ -235,6 +317,7 @@ impl Shell {
         encode_input(input, to, bracketed_paste, &mut self.outbox);
         self.outbox_pos = 0;
         self.first_write = Some(to);
+        self.echo = None;
         self.line_kept = false;
         self.at_prompt = false;
         self.unreported = None;
@@ -253,9 +336,17 @@ impl Shell {
         }
     }
 
-    /// Where the input goes, once, just before its first byte is written.
-    pub(super) fn take_first_write(&mut self) -> Option<FirstWrite> {
-        self.first_write.take()
+    /// Where the input goes, once, just before its first byte is written with the cursor at
+    /// `cursor`.
+    pub(super) fn take_first_write(&mut self, cursor: Position) -> Option<FirstWrite> {
+        let to = self.first_write.take()?;
+        self.echo = Some(Echo {
+            line: cursor.line,
+            lines: 1,
+            to_drawn_prompt: self.prompt_drawn && self.integrated(),
+            submits: false,
+        });
+        Some(to)
     }
 
     /// Encodes the input again before its first byte is written (whether the line editor takes
@@ -287,6 +378,20 @@ impl Shell {
         self.outbox_pos += n;
         let done = !self.input_pending();
         if done {
+            if let Some(echo) = self.echo.as_mut() {
+                // Known only now: the input may have been encoded again at its first write.
+                let text = self
+                    .outbox
+                    .strip_prefix(&[CLEAR_LINE])
+                    .unwrap_or(&self.outbox);
+                let pasted = text.starts_with(PASTE_START);
+                echo.lines = if pasted {
+                    1 + self.outbox.iter().filter(|&&b| b == b'\n').count() as u64
+                } else {
+                    1
+                };
+                echo.submits = self.outbox.last() == Some(&b'\r');
+            }
             self.drop_input();
         }
         done
@@ -385,7 +490,7 @@ pub(super) fn encode_input(
     }
     let multiline = input.text.contains('\n');
     if to.at_prompt && multiline && bracketed_paste {
-        out.extend_from_slice(b"\x1b[200~");
+        out.extend_from_slice(PASTE_START);
         out.extend_from_slice(input.text.as_bytes());
         out.extend_from_slice(b"\x1b[201~");
     } else if multiline {
@@ -416,6 +521,8 @@ mod tests {
         Saw(Mark),
         /// A send with this text (submitted) begins; it waits until settled.
         Send(&'static str),
+        /// A send with this text, not submitted, begins.
+        Type(&'static str),
         /// A pure wait begins.
         Wait,
         /// The waiting send ended without its end mark (timeout, idle, hang-up).
@@ -480,9 +587,12 @@ mod tests {
                     let span = send.as_mut().map(|(_, s)| s);
                     shell.on_mark(mark, at, now, span);
                 }
-                Send(text) => {
+                Send(text) | Type(text) => {
                     let text = text.to_string();
-                    let input = input(&text);
+                    let input = SendInput {
+                        submit: matches!(step, Send(_)),
+                        ..input(&text)
+                    };
                     shell.begin_input(&input, paste);
                     let span = CommandSpan {
                         writes_input: true,
@@ -502,14 +612,14 @@ mod tests {
                     shell.drop_input();
                 }
                 BeforeFirstWrite => {
-                    let to = shell.take_first_write().expect("a first write");
+                    let to = shell.take_first_write(at).expect("a first write");
                     let (input, _) = send.as_ref().expect("a send");
                     shell.encode_again(input, to, paste);
                 }
                 WriteAll => loop {
                     let write = shell.next_write(now);
                     if write == Write::Input
-                        && let Some(to) = shell.take_first_write()
+                        && let Some(to) = shell.take_first_write(at)
                         && let Some((input, _)) = &send
                     {
                         shell.encode_again(input, to, paste);
@@ -709,15 +819,96 @@ mod tests {
     #[test]
     fn rejected_lines_settle_without_an_exit_code() {
         // bash: a syntax error runs nothing (no C), and PROMPT_COMMAND prints D with status 2.
+        // The output is the message alone: it starts on the line after the echoed input (the
+        // input is written on line 5, the echo's line).
         let mut steps = BASH_START.to_vec();
         steps.extend([
             Send("echo ("),
             WriteAll,
             end(2),
             Settled(Some(None)),
+            StartLine(Some(6)),
             AtPrompt(true),
         ]);
         run("bash syntax error", Integration::Bash, &steps);
+        // zsh: a failed history expansion (and a parse error) runs precmd without preexec.
+        let mut steps = ZSH_START.to_vec();
+        steps.extend([
+            Send("echo !nonexistent"),
+            WriteAll,
+            end(1),
+            Settled(Some(None)),
+            StartLine(Some(6)),
+        ]);
+        run("zsh event not found", Integration::Zsh, &steps);
+        // bash: a failed history expansion runs neither PS0 nor PROMPT_COMMAND; only the
+        // prompt (A, B) is drawn again. The next line runs as usual.
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            Send("echo !nonexistent"),
+            WriteAll,
+            Settled(None),
+            A,
+            Settled(Some(None)),
+            StartLine(Some(6)),
+            B,
+            AtPrompt(true),
+            Abandon,
+            Send("echo ok"),
+            Bytes(b"echo ok\r"),
+            WriteAll,
+            A,
+            Settled(Some(None)),
+            Abandon,
+            Send("true"),
+            WriteAll,
+            C,
+            A,
+            Settled(None),
+            end(0),
+            Settled(Some(Some(0))),
+        ]);
+        run("bash event not found", Integration::Bash, &steps);
+        // A multi-line paste echoes each of its lines before the message.
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            Paste(true),
+            Send("echo a\necho ("),
+            WriteAll,
+            end(2),
+            Settled(Some(None)),
+            StartLine(Some(8)),
+        ]);
+        run("bash pasted syntax error", Integration::Bash, &steps);
+        // Prompt marks that are not a refusal: the B of the prompt the input went to (written
+        // between A and B), a prompt drawn late (the input went in after the settle time,
+        // before it), and a prompt drawn again for input that submitted nothing (Tab).
+        run(
+            "input between A and B",
+            Integration::Bash,
+            &[end(0), A, Send("sleep 1"), WriteAll, B, Settled(None)],
+        );
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            Send("true"),
+            WriteAll,
+            C,
+            end(0),
+            Abandon,
+            Send("echo late"),
+            Elapse(PROMPT_SETTLE.as_millis() as u64),
+            WriteAll,
+            A,
+            B,
+            Settled(None),
+            C,
+            end(0),
+            Settled(Some(Some(0))),
+        ]);
+        run("late prompt", Integration::Bash, &steps);
+        let mut steps = BASH_START.to_vec();
+        steps.extend([Type("ls /u"), WriteAll, A, B, Settled(None)]);
+        run("completion list", Integration::Bash, &steps);
         // fish keeps the refused line in its editor: the next input clears it first.
         run(
             "fish rejected",
@@ -729,6 +920,7 @@ mod tests {
                 WriteAll,
                 REJECTED,
                 Settled(Some(None)),
+                StartLine(Some(5)),
                 AtPrompt(true),
                 A,
                 Abandon,
