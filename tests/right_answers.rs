@@ -2,7 +2,8 @@
 //! that prints shell-integration marks (a nested integrated shell, `ssh` to a host with shell
 //! integration, `cat` of a recording) cannot end a send or set its exit code, and `!` in a
 //! command is literal in integrated bash and zsh unless the type turns history expansion on, a
-//! line the shell refuses returns at once with the shell's message alone.
+//! line the shell refuses returns at once with the shell's message alone, and text for a command
+//! that still runs is refused unless sent as typeahead, which keeps every result clean.
 //! Each test starts its own daemon.
 
 mod support;
@@ -286,6 +287,144 @@ async fn fish_returns_a_refused_line_with_its_message_alone() {
             "the message, not the prompt and the echoed line: {viewport:?}"
         );
         assert_eq!(at_prompt(c, &sid, "echo ok", 0).await, "ok");
+        d.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typeahead
+
+/// A send that returns `inferred_idle` soon, its command still running.
+async fn leave_running(c: &mut Client, sid: &str, text: &str) -> String {
+    let (fr, rendered) = send_with(
+        c,
+        SendRequest {
+            idle_ms: 300,
+            ..send_request(A, sid, text)
+        },
+    )
+    .await;
+    assert_eq!(
+        fr.wait_reason(),
+        WaitReason::InferredIdle,
+        "{text}: {rendered}"
+    );
+    fr.viewport
+}
+
+async fn typeahead_is_refused_or_held(shell: &str) {
+    if !shell_available(shell) {
+        return;
+    }
+    let mut d = start_daemon().await;
+    let c = &mut d.client;
+    let sid = open_type(c, shell).await;
+    leave_running(c, &sid, "sleep 30").await;
+    let refused = expect_code(
+        c.send(sharp(&sid, "echo typed")).await,
+        tonic::Code::FailedPrecondition,
+        "text while sleep runs",
+    );
+    assert!(
+        refused.message().contains("`sleep 30`") && refused.message().contains("typeahead"),
+        "{shell}: names the command and the way out: {:?}",
+        refused.message()
+    );
+    // Control characters are never typeahead: Ctrl-C as a key, and as text.
+    let (fr, rendered) = send_with(
+        c,
+        SendRequest {
+            keys: vec!["C-c".into()],
+            ..sharp(&sid, "")
+        },
+    )
+    .await;
+    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{shell}: {rendered}");
+    leave_running(c, &sid, "sleep 30").await;
+    let (fr, rendered) = send_with(
+        c,
+        SendRequest {
+            submit: Some(false),
+            ..sharp(&sid, "\u{3}")
+        },
+    )
+    .await;
+    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{shell}: {rendered}");
+    // With typeahead the text runs once the command ended: the result is the rest of the
+    // running command's output, then the typed command's, without the prompt or the echo.
+    assert_eq!(
+        leave_running(c, &sid, "echo one; sleep 2; echo two; sleep 2; echo three").await,
+        "one",
+        "{shell}"
+    );
+    let (fr, rendered) = send_with(
+        c,
+        SendRequest {
+            typeahead: true,
+            ..sharp(&sid, "echo typed")
+        },
+    )
+    .await;
+    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{shell}: {rendered}");
+    assert_eq!(fr.exit_code, Some(0), "{shell}: {rendered}");
+    assert_eq!(lines(&fr.viewport), ["two", "three", "typed"], "{shell}");
+    // Nothing is left over for the next result.
+    let (fr, rendered) = send_with(
+        c,
+        SendRequest {
+            submit: Some(false),
+            ..sharp(&sid, "")
+        },
+    )
+    .await;
+    assert_eq!(fr.viewport, "", "{shell}: {rendered}");
+    assert_eq!(at_prompt(c, &sid, "echo next", 0).await, "next", "{shell}");
+    // Text for a program that reads the terminal is not typeahead.
+    let (fr, rendered) = send_with(c, sharp(&sid, "read x; echo got $x")).await;
+    assert_eq!(
+        fr.wait_reason(),
+        WaitReason::StdinRead,
+        "{shell}: {rendered}"
+    );
+    let answered = at_prompt(c, &sid, "value", 0).await;
+    assert_eq!(lines(&answered).last(), Some(&"got value"), "{shell}");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_refuses_typeahead_unless_asked_and_keeps_results_clean() {
+    timed(typeahead_is_refused_or_held("bash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_refuses_typeahead_unless_asked_and_keeps_results_clean() {
+    timed(typeahead_is_refused_or_held("zsh")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fish_refuses_typeahead_unless_asked_and_keeps_results_clean() {
+    timed(typeahead_is_refused_or_held("fish")).await;
+}
+
+/// Typeahead held while the command runs goes to a program that then reads the terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typeahead_goes_to_a_program_that_reads_later() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let c = &mut d.client;
+        let sid = open_type(c, "bash").await;
+        leave_running(c, &sid, "sleep 1; read x; echo got $x").await;
+        let (fr, rendered) = send_with(
+            c,
+            SendRequest {
+                typeahead: true,
+                ..sharp(&sid, "value")
+            },
+        )
+        .await;
+        assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{rendered}");
+        assert_eq!(lines(&fr.viewport).last(), Some(&"got value"), "{rendered}");
         d.stop().await;
     })
     .await;

@@ -6,7 +6,7 @@ use super::jobs::Jobs;
 use super::kill::JobKill;
 use super::probe::ProbeSchedule;
 use super::send::{ActiveSend, ActiveSink, JobEnd, StreamSink, caller_gone, line_limit_refusal};
-use super::shell::{FirstWrite, MarkEffect, Shell, Write};
+use super::shell::{FirstWrite, MarkEffect, Shell, Write, printable, typeahead_refusal};
 use super::watchers::Watchers;
 use super::{
     Command, JobStatus, Ready, SendInput, SessionSpec, SessionState, Sink, Status, unix_ms, view,
@@ -194,7 +194,10 @@ impl Actor {
 
     /// Probes run only while someone waits: a send whose input is written, or startup.
     fn wants_probe(&self) -> bool {
-        if !self.ready || (self.shell.input_gated() && self.shell.input_pending()) {
+        if !self.ready
+            || (self.shell.input_gated() && self.shell.input_pending())
+            || self.shell.input_held()
+        {
             return true;
         }
         self.active.as_ref().is_some_and(|a| {
@@ -354,15 +357,7 @@ impl Actor {
         if self.shell.replies_pending() {
             return; // answers to the program's queries are still on their way
         }
-        let Some(tty) = self.pty.tty_path().map(str::to_owned) else {
-            return;
-        };
-        let password_mode = self.pty.termios().is_some_and(|t| {
-            use nix::sys::termios::LocalFlags;
-            t.local_flags.contains(LocalFlags::ICANON) && !t.local_flags.contains(LocalFlags::ECHO)
-        });
-        let shell = self.pty.pid() as i32;
-        let Some(reader) = waiting::probe::terminal_reader(shell, &tty, password_mode) else {
+        let Some(reader) = self.terminal_reader() else {
             return;
         };
         if self.shell.reader_opens_gate() {
@@ -384,6 +379,10 @@ impl Actor {
         if drained {
             return; // decide again with the new output (and its marks) taken into account
         }
+        if self.shell.reader_releases_hold() {
+            self.rearm_probe();
+            return; // held typeahead goes to the program that reads
+        }
         if self.probe.reader_has_not_taken_input(&reader) {
             return; // it has not taken the input written since it blocked
         }
@@ -398,6 +397,47 @@ impl Actor {
             tracing::debug!(session = %self.spec.id, reader = %reader.comm, pid = reader.pid, tid = reader.tid, switches = reader.switches, before = ?self.probe.switches_before(&reader), "blocked on the terminal");
             a.stdin_blocked = true;
         }
+    }
+
+    /// A process of the terminal's foreground group blocked reading the terminal, if any.
+    fn terminal_reader(&self) -> Option<waiting::probe::Reader> {
+        let tty = self.pty.tty_path()?;
+        let password_mode = self.pty.termios().is_some_and(|t| {
+            use nix::sys::termios::LocalFlags;
+            t.local_flags.contains(LocalFlags::ICANON) && !t.local_flags.contains(LocalFlags::ECHO)
+        });
+        waiting::probe::terminal_reader(self.pty.pid() as i32, tty, password_mode)
+    }
+
+    /// Whether `input` would only be typed ahead (contract section 5): text, not only control
+    /// characters, while an integrated shell's command runs and nothing reads the terminal.
+    /// Takes in the output already there first: the command may have ended.
+    fn types_ahead(&mut self, input: &SendInput) -> bool {
+        if !(self.shell.command_running() && printable(&input.text)) {
+            return false;
+        }
+        let mut buf = [0u8; 4096];
+        while let Ok(Some(n)) = self.pty.try_read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            self.on_output(&buf[..n]);
+        }
+        self.shell.command_running() && self.terminal_reader().is_none()
+    }
+
+    fn typeahead_refusal(&self) -> Error {
+        let shell = self.pty.pid() as i32;
+        let program = self
+            .pty
+            .foreground_pgid()
+            .filter(|g| *g > 0 && *g != shell)
+            .and_then(crate::process::procfs::comm);
+        typeahead_refusal(
+            &self.spec.id,
+            self.shell.running_command(),
+            program.as_deref(),
+        )
     }
 
     fn on_command(&mut self, cmd: Command) {
@@ -431,6 +471,7 @@ impl Actor {
     }
 
     fn begin_send(&mut self, input: SendInput, sink: Sink) {
+        let mut types_ahead = false;
         let refusal = if let Some(a) = &self.active {
             Some(a.busy_error(&self.spec.id))
         } else if self.exit.is_some() {
@@ -441,6 +482,10 @@ impl Actor {
                 self.pty
                     .termios()
                     .is_some_and(|t| t.local_flags.contains(LocalFlags::ICANON))
+            })
+            .or_else(|| {
+                types_ahead = self.types_ahead(&input);
+                (types_ahead && !input.typeahead).then(|| self.typeahead_refusal())
             })
         };
         if let Some(error) = refusal {
@@ -472,6 +517,9 @@ impl Actor {
             let bracketed_paste =
                 active.input.text.contains('\n') && self.terminal.bracketed_paste();
             active.input_len = self.shell.begin_input(&active.input, bracketed_paste);
+            if types_ahead {
+                self.shell.hold_input();
+            }
         }
         self.active = Some(active);
         self.rearm_probe();

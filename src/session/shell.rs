@@ -21,6 +21,11 @@
 //!   mark, when the input went to a prompt already drawn); fish prints ptyd's rejected mark and
 //!   keeps the line, so the next input clears it first.
 //! - A command that ends while no send waits is kept for the next pure wait to report.
+//! - Text for a command that still runs, with nothing reading the terminal, would only be typed
+//!   ahead: the actor refuses it, or with `typeahead` holds it here until the command ends (then
+//!   it waits for the prompt like any input) or a program reads the terminal. Typed ahead into
+//!   the kernel instead, the terminal would echo it into the running command's output, and the
+//!   command's end mark would settle the send that typed it.
 
 use super::SendInput;
 use crate::marks::{Integration, Mark};
@@ -32,6 +37,8 @@ use std::time::{Duration, Instant};
 /// late).
 pub(super) const PROMPT_SETTLE: Duration = Duration::from_millis(200);
 
+/// The most characters of a command line a refusal quotes.
+const COMMAND_NAME_CHARS: usize = 80;
 /// Starts a bracketed paste.
 const PASTE_START: &[u8] = b"\x1b[200~";
 /// Ctrl-U: clears the line a shell kept in its editor.
@@ -59,6 +66,9 @@ pub(super) struct CommandSpan {
     pub start: Option<Position>,
     /// The end that settles the send.
     pub end: Option<CommandEnd>,
+    /// Where the command that still ran when the send began ended, its input held until then
+    /// (typeahead): the send's output is the rest of that command's, then its own command's.
+    pub ran_before: Option<Position>,
 }
 
 /// What a mark means for the actor beyond the state kept here.
@@ -147,6 +157,13 @@ pub(super) struct Shell {
     prompt_drawn: bool,
     /// Where the input of the send in flight went, once its first byte is written.
     echo: Option<Echo>,
+    /// The input is typeahead for a command that still runs: held until it ends or a program
+    /// reads the terminal.
+    held: bool,
+    /// The first line of the latest submitted text, and of the text that started the command
+    /// running now (what a refusal names).
+    submitted: Option<String>,
+    running: Option<String>,
     /// Answers to terminal queries, written before any pending input.
     replies: Vec<u8>,
 }
@@ -168,6 +185,9 @@ impl Shell {
             first_write: None,
             prompt_drawn: false,
             echo: None,
+            held: false,
+            submitted: None,
+            running: None,
             replies: Vec::new(),
         }
     }
@@ -189,6 +209,7 @@ impl Shell {
                 self.at_prompt = false;
                 self.prompt_drawn = false;
                 self.command_start = Some(at);
+                self.running = self.submitted.take();
                 if let Some(span) = send.filter(|s| s.writes_input && s.start.is_none()) {
                     span.start = Some(at);
                 }
@@ -196,6 +217,9 @@ impl Shell {
             }
             Mark::CommandEnd(code) => {
                 let had_command = self.command_start.take().is_some();
+                self.running = None;
+                // Typeahead held for this command goes in at the next prompt.
+                self.held = false;
                 let end = CommandEnd {
                     exit_code: if had_command { *code } else { None },
                     at,
@@ -212,6 +236,9 @@ impl Shell {
                             self.refused_output(span);
                         }
                         span.end = Some(end);
+                    }
+                    Some(span) if had_command && span.writes_input && span.start.is_none() => {
+                        span.ran_before = Some(at);
                     }
                     Some(_) => {}
                     None if had_command => self.unreported = Some(end),
@@ -318,6 +345,11 @@ impl Shell {
         self.outbox_pos = 0;
         self.first_write = Some(to);
         self.echo = None;
+        self.held = false;
+        if input.submit && printable(&input.text) {
+            let line = input.text.lines().next().unwrap_or_default();
+            self.submitted = Some(line.chars().take(COMMAND_NAME_CHARS).collect());
+        }
         self.line_kept = false;
         self.at_prompt = false;
         self.unreported = None;
@@ -329,7 +361,11 @@ impl Shell {
     pub(super) fn next_write(&self, now: Instant) -> Write {
         if !self.replies.is_empty() {
             Write::Replies
-        } else if self.input_pending() && !self.input_gated() && self.prompt_gate(now).is_none() {
+        } else if self.input_pending()
+            && !self.input_gated()
+            && !self.held
+            && self.prompt_gate(now).is_none()
+        {
             Write::Input
         } else {
             Write::Nothing
@@ -339,7 +375,11 @@ impl Shell {
     /// Where the input goes, once, just before its first byte is written with the cursor at
     /// `cursor`.
     pub(super) fn take_first_write(&mut self, cursor: Position) -> Option<FirstWrite> {
-        let to = self.first_write.take()?;
+        let mut to = self.first_write.take()?;
+        // Input that waited (typeahead, a slow prompt) goes to the prompt drawn meanwhile; from
+        // now on the shell is busy with it.
+        to.at_prompt |= self.prompt_drawn && self.integrated();
+        self.at_prompt = false;
         self.echo = Some(Echo {
             line: cursor.line,
             lines: 1,
@@ -451,6 +491,35 @@ impl Shell {
         self.prompt_gate(now).filter(|_| self.input_pending())
     }
 
+    /// A command of the integrated shell runs (its start mark came, its end has not): text sent
+    /// now is typed ahead unless a program reads the terminal.
+    pub(super) fn command_running(&self) -> bool {
+        self.integrated() && self.command_start.is_some()
+    }
+
+    /// The first line of the text that started the running command, when a send typed it.
+    pub(super) fn running_command(&self) -> Option<&str> {
+        self.running.as_deref().filter(|_| self.command_running())
+    }
+
+    /// Holds the send's input (typeahead) until the running command ends or a program reads the
+    /// terminal.
+    pub(super) fn hold_input(&mut self) {
+        self.held = self.input_pending();
+    }
+
+    /// Typeahead input is held.
+    pub(super) fn input_held(&self) -> bool {
+        self.held && self.input_pending()
+    }
+
+    /// The probe found a program reading the terminal, with all output taken in (the shell at
+    /// its prompt would have printed its end mark first): held typeahead goes to it. True when
+    /// that released held input.
+    pub(super) fn reader_releases_hold(&mut self) -> bool {
+        std::mem::take(&mut self.held) && self.input_pending()
+    }
+
     /// The probe found a program reading the terminal. True when that opened the gate of a
     /// shell that showed no prompt yet (the finding says nothing else then).
     pub(super) fn reader_opens_gate(&mut self) -> bool {
@@ -472,6 +541,35 @@ impl Shell {
     fn at_prompt(&self) -> bool {
         self.at_prompt
     }
+}
+
+/// Whether `text` holds something other than control characters: text made only of them
+/// (`\u0003` is Ctrl-C, `\u0004` EOF) interrupts or ends a program, and is never typeahead.
+pub(super) fn printable(text: &str) -> bool {
+    text.chars().any(|c| !c.is_control())
+}
+
+/// The refusal of text that would only be typed ahead: a command still runs in session
+/// `session` (`command`, when a send typed it; `program`, the foreground program, when it is
+/// not the shell) and nothing reads the terminal.
+pub(super) fn typeahead_refusal(
+    session: &str,
+    command: Option<&str>,
+    program: Option<&str>,
+) -> crate::error::Error {
+    let running = match (command, program) {
+        (Some(c), Some(p)) => format!("`{c}` (foreground program {p})"),
+        (Some(c), None) => format!("`{c}`"),
+        (None, Some(p)) => format!("a command (foreground program {p})"),
+        (None, None) => "a command".to_owned(),
+    };
+    crate::error::Error::FailedPrecondition(format!(
+        "terminal session {session} is still running {running} and nothing reads the \
+         terminal: this text would only be typed ahead, for whichever program reads next. \
+         Wait for the command with an empty send (text \"\", submit false), interrupt it with \
+         keys [\"C-c\"] or Signal, or set typeahead to have the text written once the shell \
+         is back at its prompt"
+    ))
 }
 
 /// The bytes a send writes into `out`: ^U first when the shell kept a refused line, the text
@@ -535,6 +633,14 @@ mod tests {
         Paste(bool),
         /// The probe found a program reading the terminal.
         Reader,
+        /// The actor holds the send's input as typeahead.
+        Hold,
+        /// The probe found a program reading the terminal, all output taken in.
+        ReaderAfterOutput,
+        /// Checks: the running command a refusal names.
+        Running(Option<&'static str>),
+        /// Checks: where the command that ran before the send ended.
+        RanBefore(Option<u64>),
         /// Time passes.
         Elapse(u64),
         /// Checks: what may be written now.
@@ -566,6 +672,7 @@ mod tests {
             timeout: Duration::from_secs(30),
             idle: Duration::from_secs(5),
             max_result_bytes: 65536,
+            typeahead: false,
         }
     }
 
@@ -639,6 +746,20 @@ mod tests {
                 }
                 Reader => {
                     shell.reader_opens_gate();
+                }
+                Hold => shell.hold_input(),
+                ReaderAfterOutput => {
+                    shell.reader_releases_hold();
+                }
+                Running(want) => {
+                    assert_eq!(shell.running_command(), *want, "{ctx}");
+                }
+                RanBefore(want) => {
+                    let got = send
+                        .as_ref()
+                        .and_then(|(_, s)| s.ran_before)
+                        .map(|p| p.line);
+                    assert_eq!(got, *want, "{ctx}");
                 }
                 Elapse(ms) => now += Duration::from_millis(*ms),
                 MayWrite(want) => assert_eq!(shell.next_write(now), *want, "{ctx}"),
@@ -942,6 +1063,102 @@ mod tests {
                 Settled(Some(None)),
             ],
         );
+    }
+
+    #[test]
+    fn typeahead_waits_for_the_running_command_and_its_prompt() {
+        // A command runs; typeahead is held through its output, goes in at the prompt after its
+        // end, and settles at its own end; the send's output is the command's rest (up to its
+        // end, line 14) and then its own (from its start, line 24).
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            Send("sleep 5"),
+            WriteAll,
+            C,
+            Running(Some("sleep 5")),
+            Abandon,
+            Send("echo typed"),
+            Hold,
+            MayWrite(Write::Nothing),
+            Elapse(10_000),
+            MayWrite(Write::Nothing),
+            end(0),
+            Settled(None),
+            RanBefore(Some(14)),
+            Running(None),
+            MayWrite(Write::Nothing),
+            A,
+            B,
+            MayWrite(Write::Input),
+            WriteAll,
+            AtPrompt(false),
+            C,
+            Running(Some("echo typed")),
+            end(0),
+            Settled(Some(Some(0))),
+            StartLine(Some(24)),
+        ]);
+        run("held until the prompt", Integration::Bash, &steps);
+        // A program of the command reads the terminal: the typeahead is its input.
+        let mut steps = ZSH_START.to_vec();
+        steps.extend([
+            Send("sleep 1; read x"),
+            WriteAll,
+            C,
+            Abandon,
+            Send("value"),
+            Hold,
+            MayWrite(Write::Nothing),
+            ReaderAfterOutput,
+            MayWrite(Write::Input),
+            WriteAll,
+            end(0),
+            Settled(Some(Some(0))),
+            RanBefore(None),
+        ]);
+        run("held until a reader", Integration::Zsh, &steps);
+        // Text that only answered a program names no command.
+        run(
+            "no typed command",
+            Integration::Fish,
+            &[A, Paste(true), Running(None), C, Running(None)],
+        );
+    }
+
+    #[test]
+    fn typeahead_is_text_with_something_besides_control_characters() {
+        let cases = [
+            ("echo typed", true),
+            ("\u{3}", false),
+            ("\u{4}", false),
+            ("\u{1b}\r\n", false),
+            ("", false),
+            ("\u{3}q", true),
+            ("é", true),
+        ];
+        for (text, want) in cases {
+            assert_eq!(printable(text), want, "{text:?}");
+        }
+        let cases = [
+            (
+                Some("sleep 5"),
+                Some("sleep"),
+                "running `sleep 5` (foreground program sleep)",
+            ),
+            (Some("sleep 5"), None, "running `sleep 5` and"),
+            (
+                None,
+                Some("make"),
+                "running a command (foreground program make)",
+            ),
+            (None, None, "running a command and"),
+        ];
+        for (command, program, want) in cases {
+            let message = typeahead_refusal("t1", command, program).to_string();
+            assert!(message.contains(want), "{message}");
+            assert!(message.contains("terminal session t1"), "{message}");
+            assert!(message.contains("typeahead"), "{message}");
+        }
     }
 
     #[test]
