@@ -1,10 +1,11 @@
-//! Issue 13 acceptance tests: right answers when a command's output or text fights back. Output
-//! that prints shell-integration marks (a nested integrated shell, `ssh` to a host with shell
-//! integration, `cat` of a recording) cannot end a send or set its exit code, and `!` in a
-//! command is literal in integrated bash and zsh unless the type turns history expansion on, a
-//! line the shell refuses returns at once with the shell's message alone, and text for a command
-//! that still runs is refused unless sent as typeahead, which keeps every result clean.
-//! Each test starts its own daemon.
+//! Issue 13 acceptance tests: right answers when a command's output or text fights back.
+//! Answers to terminal queries reach only a program that reads them. Output that prints
+//! shell-integration marks (a nested integrated shell, `ssh` to a host with shell integration,
+//! `cat` of a recording) cannot end a send or set its exit code. `!` in a command is literal in
+//! integrated bash and zsh unless the type turns history expansion on. A line the shell refuses
+//! returns at once with the shell's message alone. Text for a command that still runs is
+//! refused unless sent as typeahead, which keeps every result clean. Each test starts its own
+//! daemon.
 
 mod support;
 
@@ -207,6 +208,91 @@ async fn bash_type_can_turn_history_expansion_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zsh_type_can_turn_history_expansion_on() {
     timed(a_type_turns_history_expansion_on("zsh")).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers to terminal queries
+
+/// The queries CLIs print (cursor position, device status, primary and secondary device
+/// attributes, foreground and background colour), as `printf` formats.
+const QUERIES: [&str; 6] = [
+    r"\033[6n",
+    r"\033[5n",
+    r"\033[c",
+    r"\033[>c",
+    r"\033]10;?\007",
+    r"\033]11;?\007",
+];
+
+/// A query printed by a command that never reads the answer: its answer must not become input
+/// to the shell or show up in the next command's output.
+async fn unread_answers_stay_out(shell: &str) {
+    if !shell_available(shell) {
+        return;
+    }
+    let mut d = start_daemon().await;
+    let c = &mut d.client;
+    let sid = open_type(c, shell).await;
+    for query in QUERIES {
+        let printed = at_prompt(c, &sid, &format!("printf 'before{query}after\\n'"), 0).await;
+        assert_eq!(printed, "beforeafter", "{shell}: {query}");
+        let next = at_prompt(c, &sid, "echo next_command_ok", 0).await;
+        assert_eq!(next, "next_command_ok", "{shell}: after {query}");
+    }
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_keeps_unread_query_answers_out_of_the_next_command() {
+    timed(unread_answers_stay_out("bash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_keeps_unread_query_answers_out_of_the_next_command() {
+    timed(unread_answers_stay_out("zsh")).await;
+}
+
+/// Sets raw mode, asks for the cursor position, reads the answer and prints it parsed.
+const RAW_QUERY: &str = r#"
+import os, sys, termios, tty
+fd = sys.stdin.fileno()
+saved = termios.tcgetattr(fd)
+try:
+    tty.setraw(fd)
+    os.write(sys.stdout.fileno(), b"\x1b[6n")
+    answer = b""
+    while not answer.endswith(b"R"):
+        answer += os.read(fd, 1)
+finally:
+    termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+row, col = answer[2:-1].split(b";")
+print(f"row={int(row)} col={int(col)}")
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_reads_its_answer_still_gets_it() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let script = d.dir().join("raw_query.py");
+        std::fs::write(&script, RAW_QUERY).expect("write the script");
+        let c = &mut d.client;
+        let sid = open_type(c, "bash").await;
+        let printed = at_prompt(c, &sid, &format!("python3 {}", script.display()), 0).await;
+        let row = printed
+            .strip_prefix("row=")
+            .and_then(|rest| rest.strip_suffix(" col=1"))
+            .and_then(|row| row.parse::<u32>().ok());
+        assert!(row.is_some_and(|r| r >= 1), "{printed:?}");
+        // The shell's own `read` of an answer (it turns line mode off for `-d`).
+        let read = r#"IFS='[;' read -p $'\e[6n' -d R -rs _ row col; echo "col=$col""#;
+        assert_eq!(at_prompt(c, &sid, read, 0).await, "col=1");
+        assert_eq!(
+            at_prompt(c, &sid, "echo next_command_ok", 0).await,
+            "next_command_ok"
+        );
+        d.stop().await;
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------

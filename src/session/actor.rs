@@ -74,6 +74,8 @@ pub(super) struct Actor {
     publish_due: Option<Instant>,
     /// Raw output for `Watch` subscribers.
     watchers: Watchers,
+    /// Output is being taken in before answers go out (see `take_output_before_replies`).
+    taking_output: bool,
     jobs: Jobs,
 }
 
@@ -107,6 +109,7 @@ impl Actor {
             last_publish: now,
             publish_due: None,
             watchers: Watchers::default(),
+            taking_output: false,
             jobs: Jobs::default(),
         }
     }
@@ -239,19 +242,52 @@ impl Actor {
         self.rearm_probe();
         self.forward(bytes);
         self.terminal.feed(bytes);
-        let replies = self.terminal.take_replies();
-        if !replies.is_empty() {
+        // Marks first: a command-end mark drops the answers its command left unwritten.
+        for event in self.terminal.take_marks() {
+            self.on_mark(&event.mark, event.at);
+        }
+        let replies = self.terminal.take_replies_after_end();
+        if !replies.is_empty() && self.can_take_replies() {
             // The program waits for these answers: it is not waiting for the agent until it
             // has taken them.
             self.probe.before_replies(self.pty.pid() as i32);
             self.shell.queue_replies(&replies);
-        }
-        for event in self.terminal.take_marks() {
-            self.on_mark(&event.mark, event.at);
+            self.take_output_before_replies();
         }
         let terminal = &self.terminal;
         self.shell.after_output(|| terminal.bracketed_paste());
         self.publish_output();
+    }
+
+    /// Whether answers to terminal queries can reach the program that asked: only while the
+    /// terminal is in non-canonical mode (raw or cbreak, as vim, line editors at their prompt and
+    /// programs that read an answer set it). In line mode no program reads an answer before a
+    /// newline: the next line read, the shell's or a later command's, would take it, and the
+    /// terminal would echo it into the output. (`printf '\e[6n'` at a shell prompt runs in line
+    /// mode; a program that sets raw mode before it asks gets its answer.)
+    fn can_take_replies(&self) -> bool {
+        use nix::sys::termios::LocalFlags;
+        self.pty
+            .termios()
+            .is_some_and(|t| !t.local_flags.contains(LocalFlags::ICANON))
+    }
+
+    /// Takes in the output already there before answers go out: a command-end mark in it means
+    /// the command that asked has ended (its shell may have put the terminal in raw mode for
+    /// its prompt since), and drops them. Read after the mode was checked, so such a mark,
+    /// printed before the shell's editor set raw mode, is in what is read.
+    fn take_output_before_replies(&mut self) {
+        if std::mem::replace(&mut self.taking_output, true) {
+            return;
+        }
+        let mut buf = [0u8; 4096];
+        while self.shell.replies_pending()
+            && let Ok(Some(n)) = self.pty.try_read(&mut buf)
+            && n > 0
+        {
+            self.on_output(&buf[..n]);
+        }
+        self.taking_output = false;
     }
 
     /// Sends raw output to watchers and to a streaming caller.

@@ -21,6 +21,8 @@
 //!   mark, when the input went to a prompt already drawn); fish prints ptyd's rejected mark and
 //!   keeps the line, so the next input clears it first.
 //! - A command that ends while no send waits is kept for the next pure wait to report.
+//! - Answers to terminal queries go out before any input; those still unwritten when the
+//!   command ends are dropped (the program that asked is gone; the shell would read them).
 //! - Text for a command that still runs, with nothing reading the terminal, would only be typed
 //!   ahead: the actor refuses it, or with `typeahead` holds it here until the command ends (then
 //!   it waits for the prompt like any input) or a program reads the terminal. Typed ahead into
@@ -220,6 +222,9 @@ impl Shell {
                 self.running = None;
                 // Typeahead held for this command goes in at the next prompt.
                 self.held = false;
+                // Answers not yet written were asked by a program of the command that ended:
+                // the shell would read them.
+                self.replies.clear();
                 let end = CommandEnd {
                     exit_code: if had_command { *code } else { None },
                     at,
@@ -1254,6 +1259,21 @@ mod tests {
             Write::Nothing,
             "the input still waits"
         );
+    }
+
+    #[test]
+    fn answers_a_command_left_unread_are_dropped_when_it_ends() {
+        let now = Instant::now();
+        let at = Position::default();
+        let mut shell = Shell::new(Integration::Bash);
+        shell.on_mark(&Mark::CommandStart, at, now, None);
+        shell.queue_replies(b"\x1b[1;1R");
+        shell.on_mark(&Mark::CommandEnd(Some(0)), at, now, None);
+        assert!(!shell.replies_pending(), "the command that asked ended");
+        // Answers queued after the end (the shell's own query at its prompt) stay.
+        shell.queue_replies(b"\x1b[0n");
+        shell.on_mark(&Mark::PromptStart, at, now, None);
+        assert_eq!(shell.pending(Write::Replies), b"\x1b[0n");
     }
 
     #[test]
