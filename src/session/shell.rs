@@ -254,7 +254,7 @@ impl Shell {
             Mark::PromptStart | Mark::InputStart => {
                 if *mark == Mark::PromptStart {
                     if let Some(span) = send.filter(|s| s.end.is_none())
-                        && self.reprompted_without_running(span)
+                        && self.reprompted_without_running(span, at)
                     {
                         // bash after a failed history expansion: no start, no end, a prompt.
                         self.refused_output(span);
@@ -307,15 +307,18 @@ impl Shell {
         }
     }
 
-    /// Whether a prompt mark means the shell drew its prompt again for the line the send
-    /// submitted, without running it: all of the input is written, to a prompt that was drawn,
-    /// and no command started since.
-    fn reprompted_without_running(&self, span: &CommandSpan) -> bool {
+    /// Whether a prompt mark at `at` means the shell drew its prompt again for the line the
+    /// send submitted, without running it: all of the input is written, to a prompt that was
+    /// drawn, no command started since, and the new prompt is below the echoed input (readline
+    /// redraws its prompt in place, on the echo's lines, when a paste spans several lines).
+    fn reprompted_without_running(&self, span: &CommandSpan, at: Position) -> bool {
         span.writes_input
             && span.start.is_none()
             && self.command_start.is_none()
             && !self.input_pending()
-            && self.echo.is_some_and(|e| e.to_drawn_prompt && e.submits)
+            && self.echo.is_some_and(|e| {
+                e.to_drawn_prompt && e.submits && at.line >= e.output_start().line
+            })
     }
 
     /// After each output chunk: whether the terminal has bracketed paste on now (asked only
@@ -1006,6 +1009,20 @@ mod tests {
             StartLine(Some(8)),
         ]);
         run("bash pasted syntax error", Integration::Bash, &steps);
+        // readline redraws its prompt on the echo's lines after a multi-line paste: the paste
+        // (written on line 6, three lines) runs as usual.
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            Paste(true),
+            Send("for i in 1 2\ndo echo $i\ndone"),
+            WriteAll,
+            A,
+            Settled(None),
+            C,
+            end(0),
+            Settled(Some(Some(0))),
+        ]);
+        run("bash redraws a paste", Integration::Bash, &steps);
         // Prompt marks that are not a refusal: the B of the prompt the input went to (written
         // between A and B), a prompt drawn late (the input went in after the settle time,
         // before it), and a prompt drawn again for input that submitted nothing (Tab).
