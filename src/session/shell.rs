@@ -316,9 +316,9 @@ impl Shell {
             && span.start.is_none()
             && self.command_start.is_none()
             && !self.input_pending()
-            && self.echo.is_some_and(|e| {
-                e.to_drawn_prompt && e.submits && at.line >= e.output_start().line
-            })
+            && self
+                .echo
+                .is_some_and(|e| e.to_drawn_prompt && e.submits && at.line >= e.output_start().line)
     }
 
     /// After each output chunk: whether the terminal has bracketed paste on now (asked only
