@@ -1353,6 +1353,52 @@ async fn a_send_whose_caller_hangs_up_releases_the_session() {
     .await;
 }
 
+/// An agent that gives up on `sleep 30` at once and interrupts it means the `sleep`: the signal
+/// must not reach bash while it is still reading the line (readline would drop what it had read,
+/// and `leep` would run) or before its child has exec'd (the interrupt would be lost). The
+/// window opens when the machine is busy, so the test repeats on fresh sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_right_after_a_cancelled_send_interrupts_that_command() {
+    timed(async {
+        let mut d = start_daemon().await;
+        for round in 0..8 {
+            let c = &mut d.client;
+            let sid = open_type(c, "bash", Path::new("/tmp"), &[]).await;
+            let mut caller = d.client();
+            let req = SendRequest {
+                timeout_ms: 120_000,
+                idle_ms: NO_IDLE,
+                ..send_request(A, &sid, "sleep 30")
+            };
+            let pending = tokio::spawn(async move { caller.send(req).await });
+            wait_until(Duration::from_secs(20), "the send is in flight", || {
+                let mut c = d.client();
+                let sid = sid.clone();
+                async move { session_info(&mut c, A, &sid).await.is_some_and(|i| i.busy) }
+            })
+            .await;
+            pending.abort();
+            let _ = pending.await;
+            wait_until(Duration::from_secs(10), "the session is released", || {
+                let mut c = d.client();
+                let sid = sid.clone();
+                async move { session_info(&mut c, A, &sid).await.is_some_and(|i| !i.busy) }
+            })
+            .await;
+            let c = &mut d.client;
+            signal(c, &sid, "SIGINT").await;
+            let fr = expect_wait(c, pure_wait(&sid, 10_000), WaitReason::Prompt).await;
+            assert_eq!(fr.exit_code, Some(130), "round {round}: {fr:?}");
+            assert!(
+                !fr.viewport.contains("command not found"),
+                "round {round}: the command ran whole: {fr:?}"
+            );
+        }
+        d.stop().await;
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 8. An idle daemon uses no CPU
 
