@@ -399,6 +399,28 @@ async fn leave_running(c: &mut Client, sid: &str, text: &str) -> String {
     fr.viewport
 }
 
+/// Sends `interrupt` (accepted, or `send_with` fails) and waits until the interrupted command
+/// has ended: under load the probe may see fish reading the terminal just before its end mark,
+/// and a pure wait then reports the end.
+async fn interrupted(c: &mut Client, sid: &str, shell: &str, interrupt: SendRequest) {
+    let (fr, rendered) = send_with(c, interrupt).await;
+    if fr.wait_reason() != WaitReason::Prompt {
+        let (fr, rendered) = send_with(
+            c,
+            SendRequest {
+                submit: Some(false),
+                ..sharp(sid, "")
+            },
+        )
+        .await;
+        assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{shell}: {rendered}");
+    }
+    assert!(
+        rendered.contains("[wait: prompt]") || rendered.contains("[wait: stdin_read]"),
+        "{shell}: {rendered}"
+    );
+}
+
 async fn typeahead_is_refused_or_held(shell: &str) {
     if !shell_available(shell) {
         return;
@@ -418,25 +440,17 @@ async fn typeahead_is_refused_or_held(shell: &str) {
         refused.message()
     );
     // Control characters are never typeahead: Ctrl-C as a key, and as text.
-    let (fr, rendered) = send_with(
-        c,
-        SendRequest {
-            keys: vec!["C-c".into()],
-            ..sharp(&sid, "")
-        },
-    )
-    .await;
-    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{shell}: {rendered}");
+    let keys = SendRequest {
+        keys: vec!["C-c".into()],
+        ..sharp(&sid, "")
+    };
+    interrupted(c, &sid, shell, keys).await;
     leave_running(c, &sid, "sleep 30").await;
-    let (fr, rendered) = send_with(
-        c,
-        SendRequest {
-            submit: Some(false),
-            ..sharp(&sid, "\u{3}")
-        },
-    )
-    .await;
-    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{shell}: {rendered}");
+    let text = SendRequest {
+        submit: Some(false),
+        ..sharp(&sid, "\u{3}")
+    };
+    interrupted(c, &sid, shell, text).await;
     // With typeahead the text runs once the command ended: the result is the rest of the
     // running command's output, then the typed command's, without the prompt or the echo.
     assert_eq!(
@@ -491,6 +505,50 @@ async fn zsh_refuses_typeahead_unless_asked_and_keeps_results_clean() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fish_refuses_typeahead_unless_asked_and_keeps_results_clean() {
     timed(typeahead_is_refused_or_held("fish")).await;
+}
+
+/// Reads keys in cbreak mode, polling with a short timeout (as TUIs with an animation do, which
+/// the probe does not count as blocked on the terminal); prints what came before Enter.
+const POLLING_TUI: &str = r#"
+import os, select, sys, termios, tty
+fd = sys.stdin.fileno()
+saved = termios.tcgetattr(fd)
+tty.setcbreak(fd)
+print("ready", flush=True)
+typed = ""
+try:
+    while not typed.endswith("\r") and not typed.endswith("\n"):
+        if select.select([fd], [], [], 0.05)[0]:
+            typed += os.read(fd, 1).decode()
+finally:
+    termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+print("got " + typed.strip())
+"#;
+
+/// Text for a program that reads keys in non-canonical mode is input, not typeahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_for_a_program_reading_keys_is_not_typeahead() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let script = d.dir().join("polling_tui.py");
+        std::fs::write(&script, POLLING_TUI).expect("write the script");
+        let c = &mut d.client;
+        let sid = open_type(c, "bash").await;
+        let (fr, rendered) = send_with(
+            c,
+            SendRequest {
+                idle_ms: 2000,
+                ..send_request(A, &sid, &format!("python3 -u {}", script.display()))
+            },
+        )
+        .await;
+        assert_eq!(fr.wait_reason(), WaitReason::InferredIdle, "{rendered}");
+        assert_eq!(lines(&fr.viewport).last(), Some(&"ready"), "{rendered}");
+        let viewport = at_prompt(c, &sid, "hello", 0).await;
+        assert_eq!(lines(&viewport).last(), Some(&"got hello"), "{viewport:?}");
+        d.stop().await;
+    })
+    .await;
 }
 
 /// Typeahead held while the command runs goes to a program that then reads the terminal.

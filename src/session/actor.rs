@@ -261,7 +261,7 @@ impl Actor {
             self.on_mark(&event.mark, event.at);
         }
         let replies = self.terminal.take_replies_after_end();
-        if !replies.is_empty() && self.can_take_replies() {
+        if !replies.is_empty() && self.non_canonical() {
             // The program waits for these answers: it is not waiting for the agent until it
             // has taken them.
             self.probe.before_replies(self.pty.pid() as i32);
@@ -273,13 +273,13 @@ impl Actor {
         self.publish_output();
     }
 
-    /// Whether answers to terminal queries can reach the program that asked: only while the
-    /// terminal is in non-canonical mode (raw or cbreak, as vim, line editors at their prompt and
-    /// programs that read an answer set it). In line mode no program reads an answer before a
-    /// newline: the next line read, the shell's or a later command's, would take it, and the
-    /// terminal would echo it into the output. (`printf '\e[6n'` at a shell prompt runs in line
-    /// mode; a program that sets raw mode before it asks gets its answer.)
-    fn can_take_replies(&self) -> bool {
+    /// Whether the terminal is in non-canonical mode (raw or cbreak, as vim, line editors at
+    /// their prompt and programs that read keys or an answer set it). Answers to terminal queries
+    /// go out only then: in line mode no program reads an answer before a newline, so the next
+    /// line read, the shell's or a later command's, would take it, and the terminal would echo it
+    /// into the output. (`printf '\e[6n'` at a shell prompt runs in line mode; a program that
+    /// sets raw mode before it asks gets its answer.)
+    fn non_canonical(&self) -> bool {
         use nix::sys::termios::LocalFlags;
         self.pty
             .termios()
@@ -294,13 +294,7 @@ impl Actor {
         if std::mem::replace(&mut self.taking_output, true) {
             return;
         }
-        let mut buf = [0u8; 4096];
-        while self.shell.replies_pending()
-            && let Ok(Some(n)) = self.pty.try_read(&mut buf)
-            && n > 0
-        {
-            self.on_output(&buf[..n]);
-        }
+        self.take_waiting_output(|actor| actor.shell.replies_pending());
         self.taking_output = false;
     }
 
@@ -460,20 +454,31 @@ impl Actor {
     }
 
     /// Whether `input` would only be typed ahead (contract section 5): text, not only control
-    /// characters, while an integrated shell's command runs and nothing reads the terminal.
-    /// Takes in the output already there first: the command may have ended.
+    /// characters, while an integrated shell's command runs and nothing reads the terminal. A
+    /// program that put the terminal in non-canonical mode reads keys (a TUI that polls with a
+    /// short timeout does not look blocked on the terminal). Takes in the output already there
+    /// first: the command may have ended.
     fn types_ahead(&mut self, input: &SendInput) -> bool {
         if !(self.shell.command_running() && printable(&input.text)) {
             return false;
         }
+        self.take_waiting_output(|_| true);
+        self.shell.command_running() && !self.non_canonical() && self.terminal_reader().is_none()
+    }
+
+    /// Takes in output that is already there, while `more` holds, at most `YIELD_AFTER_BYTES`
+    /// (a flood must not hold the actor).
+    fn take_waiting_output(&mut self, more: impl Fn(&Self) -> bool) {
         let mut buf = [0u8; 4096];
-        while let Ok(Some(n)) = self.pty.try_read(&mut buf) {
-            if n == 0 {
-                break;
-            }
+        let mut taken = 0;
+        while taken < YIELD_AFTER_BYTES
+            && more(self)
+            && let Ok(Some(n)) = self.pty.try_read(&mut buf)
+            && n > 0
+        {
+            taken += n;
             self.on_output(&buf[..n]);
         }
-        self.shell.command_running() && self.terminal_reader().is_none()
     }
 
     fn typeahead_refusal(&self) -> Error {
