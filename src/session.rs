@@ -110,6 +110,9 @@ pub struct SendInput {
     pub idle: Duration,
     /// Cap on the rendered result.
     pub max_result_bytes: usize,
+    /// Text for a command that still runs is held until the shell's next prompt instead of
+    /// refused (contract section 5).
+    pub typeahead: bool,
 }
 
 impl SendInput {
