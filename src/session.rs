@@ -295,6 +295,7 @@ fn resumed_wait(wait: Option<(i64, u64)>) -> SendInput {
         timeout,
         idle,
         max_result_bytes: crate::validate::DEFAULT_MAX_RESULT_BYTES,
+        typeahead: false,
     }
 }
 
@@ -325,18 +326,28 @@ impl SessionHandle {
         spec: SessionSpec,
         persist: Option<Persist>,
     ) -> Result<SessionHandle> {
-        let journal = persist.as_ref().and_then(|p| {
-            let made = p
-                .files
-                .create()
-                .and_then(|()| crate::state::journal::Journal::create(&p.files.journal()));
-            made.inspect_err(|e| {
-                tracing::warn!(session = %spec.id, error = %e,
-                    "cannot keep the session in the state directory; it ends with this daemon");
-                p.files.remove();
+        // Files and mappings are made off the async workers: a burst of Opens must not stall
+        // the daemon's other sessions and RPCs on the filesystem.
+        let id = spec.id.clone();
+        let (persist, journal) = match persist {
+            Some(p) => tokio::task::spawn_blocking(move || {
+                let made = p
+                    .files
+                    .create()
+                    .and_then(|()| crate::state::journal::Journal::create(&p.files.journal()));
+                let journal = made
+                    .inspect_err(|e| {
+                        tracing::warn!(session = %id, error = %e,
+                            "cannot keep the session in the state directory; it ends with this daemon");
+                        p.files.remove();
+                    })
+                    .ok();
+                (Some(p), journal)
             })
-            .ok()
-        });
+            .await
+            .unwrap_or((None, None)),
+            None => (None, None),
+        };
         let persist = persist.filter(|_| journal.is_some());
         let adoption = persist
             .as_ref()
@@ -387,8 +398,16 @@ impl SessionHandle {
                 pid,
                 jobs: Vec::new(),
             };
-            crate::state::SessionStore::new(p.files, record)
+            (p.files, record)
         });
+        let store = match store {
+            Some((files, record)) => {
+                tokio::task::spawn_blocking(move || crate::state::SessionStore::new(files, record))
+                    .await
+                    .ok()
+            }
+            None => None,
+        };
         let kept = Kept {
             journal,
             store,
