@@ -116,7 +116,8 @@ pub enum Verb {
     Send {
         /// Session id (t1)
         session: String,
-        /// Text to type; Enter follows unless --no-submit
+        /// Text to type; Enter follows unless --no-submit (keys alone, without text, press just
+        /// the keys)
         #[arg(default_value = "", hide_default_value = true)]
         text: String,
         /// Do not press Enter after the text
@@ -302,7 +303,8 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                     agent_id,
                     session_id: session,
                     text,
-                    submit: Some(!no_submit),
+                    // Unset leaves the contract's default: Enter after text, none after keys alone.
+                    submit: no_submit.then_some(false),
                     keys,
                     run_in_background: background,
                     typeahead,
