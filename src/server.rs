@@ -5,14 +5,17 @@
 //! session.
 //!
 //! - `startup`: `ptyd serve` from its flags ([`run`]): config, signals, listeners.
+//! - `upgrade`: upgrade in place on SIGHUP (re-exec, listeners handed over).
 //! - `refusal`: the answer to a connection from another user.
 //! - `deadline`: the caller's `grpc-timeout`, answered `DEADLINE_EXCEEDED`.
 
 mod deadline;
 mod refusal;
 mod startup;
+mod upgrade;
 
 pub use startup::{ServeOptions, run};
+pub(crate) use upgrade::is_handover_var;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -20,6 +23,7 @@ use crate::marks::IntegrationFiles;
 use crate::pb;
 use crate::registry::Registry;
 use crate::service::Terminals;
+use std::convert::Infallible;
 use std::future::Future;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -106,7 +110,7 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    serve_with(listener, None, config, shutdown).await
+    serve_with(listener, None, config, shutdown, std::future::pending()).await
 }
 
 /// A TCP listener next to the socket, and the bearer token its clients must send.
@@ -146,8 +150,10 @@ pub(crate) fn read_token_file(path: &Path) -> Result<String> {
     Ok(token.to_owned())
 }
 
-/// Like [`serve`], and also on `tcp` when given, where every call must carry the bearer token.
-/// Sets up process ownership first: resolves `config.process_tracking` (a forced `cgroup`
+/// Like [`serve`], and also on `tcp` when given, where every call must carry the bearer token;
+/// `upgrades` runs alongside and only ever ends the process by re-executing it (`ptyd serve`
+/// upgrades in place on SIGHUP; other callers pass a pending future). Sets up process
+/// ownership first: resolves `config.process_tracking` (a forced `cgroup`
 /// without a usable cgroup is an error), makes the daemon a child subreaper and reaps what it
 /// adopts.
 pub(crate) async fn serve_with(
@@ -155,6 +161,7 @@ pub(crate) async fn serve_with(
     tcp: Option<TcpServing>,
     mut config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    upgrades: impl Future<Output = Infallible> + Send,
 ) -> Result<()> {
     crate::process::helper::executable().map_err(Error::FailedPrecondition)?;
     config.process_tracking = config
@@ -241,6 +248,7 @@ pub(crate) async fn serve_with(
         tokio::select! {
             _ = shutdown => stop.cancel(),
             _ = stop.cancelled() => {}
+            never = upgrades => match never {},
         }
         // Close the sessions while the servers drain their connections: open streams (Watch,
         // SendStream) and long sends end with their sessions, so draining cannot hang on them.
