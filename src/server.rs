@@ -6,10 +6,12 @@
 //!
 //! - `startup`: `ptyd serve` from its flags ([`run`]): config, signals, listeners.
 //! - `upgrade`: upgrade in place on SIGHUP (re-exec, listeners handed over).
+//! - `drain`: the calls in flight answered `UNAVAILABLE` before that exec.
 //! - `refusal`: the answer to a connection from another user.
 //! - `deadline`: the caller's `grpc-timeout`, answered `DEADLINE_EXCEEDED`.
 
 mod deadline;
+mod drain;
 mod refusal;
 mod startup;
 mod upgrade;
@@ -23,7 +25,6 @@ use crate::marks::IntegrationFiles;
 use crate::pb;
 use crate::registry::Registry;
 use crate::service::Terminals;
-use std::convert::Infallible;
 use std::future::Future;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -110,7 +111,7 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    serve_with(listener, None, config, shutdown, std::future::pending()).await
+    serve_with(listener, None, config, shutdown, None).await
 }
 
 /// A TCP listener next to the socket, and the bearer token its clients must send.
@@ -151,8 +152,7 @@ pub(crate) fn read_token_file(path: &Path) -> Result<String> {
 }
 
 /// Like [`serve`], and also on `tcp` when given, where every call must carry the bearer token;
-/// `upgrades` runs alongside and only ever ends the process by re-executing it (`ptyd serve`
-/// upgrades in place on SIGHUP; other callers pass a pending future). Sets up process
+/// with `upgrade` (`ptyd serve`), SIGHUP upgrades the daemon in place. Sets up process
 /// ownership first: resolves `config.process_tracking` (a forced `cgroup`
 /// without a usable cgroup is an error), makes the daemon a child subreaper and reaps what it
 /// adopts.
@@ -161,7 +161,7 @@ pub(crate) async fn serve_with(
     tcp: Option<TcpServing>,
     mut config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    upgrades: impl Future<Output = Infallible> + Send,
+    upgrade: Option<upgrade::Upgrade>,
 ) -> Result<()> {
     crate::process::helper::executable().map_err(Error::FailedPrecondition)?;
     config.process_tracking = config
@@ -213,9 +213,11 @@ pub(crate) async fn serve_with(
 
     // One stop for both listeners: the caller's shutdown, or either server failing.
     let stop = tokio_util::sync::CancellationToken::new();
+    let drain = drain::Drain::default();
     let routes = routes(health_service, terminals.clone())?;
     let unix = async {
         let result = tonic::transport::Server::builder()
+            .layer(drain::DrainLayer(drain.clone()))
             .layer(deadline::DeadlineLayer)
             .add_routes(routes.clone())
             .serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned())
@@ -234,6 +236,7 @@ pub(crate) async fn serve_with(
             .layer(tonic::service::InterceptorLayer::new(
                 move |request: tonic::Request<()>| check_bearer(request, &expected),
             ))
+            .layer(drain::DrainLayer(drain.clone()))
             .layer(deadline::DeadlineLayer)
             .add_routes(routes.clone())
             .serve_with_incoming_shutdown(
@@ -243,6 +246,12 @@ pub(crate) async fn serve_with(
             .await;
         stop.cancel();
         result.map_err(Error::from)
+    };
+    let upgrades = async {
+        match upgrade {
+            Some(upgrade) => upgrade.run(&drain).await,
+            None => std::future::pending().await,
+        }
     };
     let watch = async {
         tokio::select! {

@@ -45,7 +45,7 @@ pub async fn run(options: ServeOptions) -> Result<()> {
     upgrade::unblock_signals()?;
     let (unix, tcp) = listeners(&options).await?;
     let upgrades = Upgrade::prepare(hangups, &unix, tcp.as_ref().map(|t| &t.listener))?;
-    super::serve_with(unix, tcp, config, shutdown, upgrades.run()).await
+    super::serve_with(unix, tcp, config, shutdown, Some(upgrades)).await
 }
 
 /// The configuration `options` name, with `--process-tracking` applied; none when only a check

@@ -13,12 +13,14 @@
 //!   daemon carries on serving. Otherwise the termination signals are blocked (a `SIGTERM`
 //!   between exec and the new image's handlers stays pending instead of killing the process),
 //!   the listeners lose close-on-exec, and `execve` runs with their numbers in
-//!   [`HANDOVER_ENV`]. Every other descriptor closes at exec: connections break (in-flight calls
-//!   fail `UNAVAILABLE`, clients reconnect), and what outlives the daemon (sessions) is adopted
-//!   by the new image as after a crash.
+//!   [`HANDOVER_ENV`]. Just before, every call in flight is answered `UNAVAILABLE`
+//!   ([`Drain`]). Every other descriptor closes at exec: connections end (clients reconnect on
+//!   their next call), and what outlives the daemon (sessions) is adopted by the new image as
+//!   after a crash.
 //! - The new image takes the listeners back ([`inherited`]) instead of binding, and unblocks the
 //!   signals once its own handlers are installed ([`unblock_signals`]).
 
+use super::drain::Drain;
 use crate::error::{Error, Result};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 use std::convert::Infallible;
@@ -192,9 +194,10 @@ impl Upgrade {
         })
     }
 
-    /// Upgrades on every `SIGHUP`; returns only by replacing the process. An upgrade that cannot
-    /// go ahead is logged and the daemon keeps serving.
-    pub(crate) async fn run(mut self) -> Infallible {
+    /// Upgrades on every `SIGHUP`; returns only by replacing the process. The calls in flight
+    /// are answered through `drain` first. An upgrade that cannot go ahead is logged and the
+    /// daemon keeps serving.
+    pub(crate) async fn run(mut self, drain: &Drain) -> Infallible {
         loop {
             if self.hangups.recv().await.is_none() {
                 return std::future::pending().await;
@@ -206,7 +209,9 @@ impl Upgrade {
                     keeping the running daemon and its configuration");
                 continue;
             }
+            drain.begin().await;
             let error = self.exec();
+            drain.end();
             tracing::error!(binary = %self.binary.display(), error = %error,
                 "could not re-execute; keeping the running daemon and its configuration");
         }
