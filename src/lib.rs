@@ -61,6 +61,7 @@ pub mod process;
 pub(crate) mod registry;
 pub mod render;
 pub mod screen;
+pub(crate) mod state;
 pub mod server;
 pub(crate) mod service;
 pub(crate) mod session;

@@ -179,8 +179,33 @@ pub(crate) async fn serve_with(
         .map_err(Error::io("creating the shell-integration directory"))?;
     let integration = IntegrationFiles::install(integration_dir.path())
         .map_err(Error::io("writing the shell-integration files"))?;
+    // One daemon per state directory: a second one stops here, before it serves anything.
+    let root = config
+        .state_dir
+        .clone()
+        .or_else(crate::state::default_root)
+        .filter(|_| config.outlive_daemon);
+    let registry = match root {
+        Some(root) => {
+            let state = crate::state::StateDir::open(&root)?;
+            tracing::info!(state_dir = %state.root().display(), "state directory");
+            Registry::with_state(Arc::new(state))
+        }
+        None if !config.outlive_daemon => Registry::default(),
+        None => {
+            tracing::warn!(
+                "no state directory (neither XDG_STATE_HOME nor HOME is set): sessions end \
+                 with this daemon"
+            );
+            Registry::default()
+        }
+    };
     let config = Arc::new(config);
-    let terminals = Terminals::new(Arc::new(Registry::default()), config.clone(), integration);
+    let terminals = Terminals::new(Arc::new(registry), config.clone(), integration);
+    let adopted = terminals.adopt_all().await;
+    if adopted > 0 {
+        tracing::info!(adopted, "adopted the sessions a previous daemon left");
+    }
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health

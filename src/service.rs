@@ -154,7 +154,12 @@ impl Terminals {
             close_grace: self.config.close_grace,
             process_tracking: self.config.process_tracking,
         };
-        let handle = SessionHandle::start(spec).await?;
+        let persist = self.registry.state().map(|state| crate::session::Persist {
+            files: state.session(&spec.id),
+            owner: req.agent_id.clone(),
+            grace: self.config.adoption_grace,
+        });
+        let handle = SessionHandle::start(spec, persist).await?;
         let ready = handle.ready().await?;
         if let Status::Exited(_) = handle.state().status {
             let detail = render::tail_fit(&ready.motd, 400).to_owned();
@@ -402,6 +407,34 @@ impl Terminals {
             .and_then(crate::process::procfs::comm)
             .unwrap_or_default();
         pb::session_info(handle, state, cwd, foreground)
+    }
+
+    /// Serves every session a previous daemon left in the state directory under its id and
+    /// owner; returns how many.
+    pub(crate) async fn adopt_all(&self) -> usize {
+        let Some(state) = self.registry.state().cloned() else {
+            return 0;
+        };
+        let mut adopting = tokio::task::JoinSet::new();
+        for (files, record) in state.left_sessions() {
+            let tracking = self.config.process_tracking;
+            adopting.spawn(async move {
+                let owner = record.owner.clone();
+                let jobs: Vec<String> = record.jobs.iter().map(|j| j.id.clone()).collect();
+                let handle = SessionHandle::adopt(files, record, tracking).await;
+                handle.map(|h| (owner, h, jobs))
+            });
+        }
+        let mut adopted = 0;
+        while let Some(done) = adopting.join_next().await {
+            if let Ok(Some((owner, handle, jobs))) = done {
+                tracing::info!(session = %handle.spec.id, agent = %owner,
+                    status = %crate::session::status_text(handle.state().status), "adopted");
+                self.registry.adopt(&owner, handle, &jobs);
+                adopted += 1;
+            }
+        }
+        adopted
     }
 
     /// Closes every session (daemon shutdown).

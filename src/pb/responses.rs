@@ -28,6 +28,7 @@ pub(crate) fn session_info(
         created_unix_ms: handle.created_unix_ms,
         last_output_unix_ms: state.last_output_unix_ms,
         total_lines: state.total_lines,
+        adopted: handle.adopted,
     }
 }
 
