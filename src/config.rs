@@ -892,7 +892,10 @@ defaults = {{ PAGER = "less", EDITOR = "true" }}
         assert!(!c.allow_background);
         assert_eq!(c.close_grace, Duration::from_millis(250));
         assert_eq!(c.adoption_grace, Duration::ZERO);
-        assert_eq!(c.state_dir.as_deref(), Some(Path::new("/var/tmp/ptyd-state")));
+        assert_eq!(
+            c.state_dir.as_deref(),
+            Some(Path::new("/var/tmp/ptyd-state"))
+        );
         assert_eq!(
             c.process_tracking,
             crate::process::ProcessTracking::Subreaper
@@ -1032,7 +1035,11 @@ argv = ["python3", "-I"]
             "-1",
         );
         assert_rejected("close_grace_ms = 600000\n", "close_grace_ms", "between 0");
-        assert_rejected("adoption_grace_ms = 604800001\n", "adoption_grace_ms", "between 0");
+        assert_rejected(
+            "adoption_grace_ms = 604800001\n",
+            "adoption_grace_ms",
+            "between 0",
+        );
         assert_rejected("state_dir = \"relative\"\n", "state_dir", "absolute");
         assert_rejected("allow_root = \"yes\"\n", "allow_root", "invalid type");
         assert_rejected(

@@ -305,7 +305,10 @@ impl SessionHandle {
     /// Spawns the program and its actor, kept in the state directory as `persist` says (when it
     /// is given, or the journal cannot be made, the session simply ends with this daemon).
     /// Fails when the program cannot be started.
-    pub(crate) async fn start(spec: SessionSpec, persist: Option<Persist>) -> Result<SessionHandle> {
+    pub(crate) async fn start(
+        spec: SessionSpec,
+        persist: Option<Persist>,
+    ) -> Result<SessionHandle> {
         let journal = persist.as_ref().and_then(|p| {
             let made = p
                 .files

@@ -110,7 +110,8 @@ impl StateDir {
                 ));
             }
         };
-        lock.set_len(0).map_err(context("writing the lock file in"))?;
+        lock.set_len(0)
+            .map_err(context("writing the lock file in"))?;
         let _ = writeln!(*lock, "{}", std::process::id());
         Ok(StateDir {
             root: root.to_path_buf(),
@@ -155,7 +156,11 @@ impl StateDir {
             let files = SessionFiles { dir: entry.path() };
             match files.load() {
                 Ok(record) => {
-                    let n = record.id.trim_start_matches('t').parse().unwrap_or(u64::MAX);
+                    let n = record
+                        .id
+                        .trim_start_matches('t')
+                        .parse()
+                        .unwrap_or(u64::MAX);
                     found.push((n, files, record));
                 }
                 Err(e) => {
@@ -280,7 +285,11 @@ mod tests {
             (p("rel"), p("/home/u"), p("/home/u/.local/state/ptyd")),
             (None, None, None),
         ] {
-            assert_eq!(default_root_from(xdg.clone(), home.clone()), want, "{xdg:?} {home:?}");
+            assert_eq!(
+                default_root_from(xdg.clone(), home.clone()),
+                want,
+                "{xdg:?} {home:?}"
+            );
         }
     }
 
@@ -291,11 +300,23 @@ mod tests {
         let first = StateDir::open(&root).expect("the first daemon opens it");
         let mode = std::fs::metadata(&root).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
-        let refused = StateDir::open(&root).err().expect("a second is refused").to_string();
-        assert!(refused.contains("already serves the state directory"), "{refused}");
-        assert!(refused.contains(&std::process::id().to_string()), "{refused}");
+        let refused = StateDir::open(&root)
+            .err()
+            .expect("a second is refused")
+            .to_string();
+        assert!(
+            refused.contains("already serves the state directory"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains(&std::process::id().to_string()),
+            "{refused}"
+        );
         assert_eq!(first.counters(), Counters::default());
-        let counters = Counters { sessions: 7, jobs: 3 };
+        let counters = Counters {
+            sessions: 7,
+            jobs: 3,
+        };
         first.save_counters(counters).unwrap();
         drop(first);
         let second = StateDir::open(&root).expect("free once the first is gone");

@@ -371,3 +371,196 @@ async fn a_config_change_takes_effect_on_sighup() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Acceptance 2: five sessions of two agents through an upgrade in place
+
+const A: &str = "agent-a";
+const B: &str = "agent-b";
+
+async fn ids(c: &mut Client, agent: &str) -> Vec<String> {
+    support::list(c, agent)
+        .await
+        .sessions
+        .into_iter()
+        .map(|s| s.session_id)
+        .collect()
+}
+
+async fn open_type(c: &mut Client, agent: &str, ty: &str, cwd: &Path) -> String {
+    support::open_with(
+        c,
+        ptyd::pb::OpenRequest {
+            agent_id: agent.into(),
+            r#type: ty.into(),
+            cwd: cwd.display().to_string(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .expect("a session")
+    .session_id
+}
+
+/// Waits (an empty send) until the session is back at its prompt.
+async fn settle(c: &mut Client, agent: &str, sid: &str) {
+    let (r, _) = send_with(
+        c,
+        SendRequest {
+            agent_id: agent.into(),
+            session_id: sid.into(),
+            submit: Some(false),
+            timeout_ms: 60_000,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(r.wait_reason(), ptyd::pb::WaitReason::Prompt, "{r:?}");
+}
+
+/// Every history line of the session, oldest first.
+async fn history(c: &mut Client, agent: &str, sid: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut from = 1;
+    loop {
+        let page = support::read_from(c, agent, sid, from, 2000).await;
+        all.extend(support::lines(&page.text).iter().map(|l| l.to_string()));
+        if page.line_end == 0 || page.line_end >= page.total_lines {
+            return all;
+        }
+        from = page.line_end + 1;
+    }
+}
+
+/// A flood at the moment of the SIGHUP, vim with unsaved text, python with `x = 42`, a shell
+/// after `cd /tmp; export FOO=bar` and a background job, with the binary replaced by another
+/// build in between: all kept with their ids and owners, no output lost, the same pid, the new
+/// binary running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_sessions_of_two_agents_survive_an_upgrade_in_place() {
+    timed(async {
+        let daemon = Installed::start("").await;
+        let pid = daemon.pid();
+        let work = daemon.dir.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let mut c = daemon.client().await;
+
+        let vim = open_in(&mut c, A, &work).await;
+        let python = open_type(&mut c, A, "python", &work).await;
+        let flood = open_in(&mut c, A, &work).await;
+        let prompt = open_in(&mut c, B, &work).await;
+        let job_session = open_in(&mut c, B, &work).await;
+
+        support::run_ok(&mut c, B, &prompt, "cd /tmp; export FOO=bar").await;
+        support::send(&mut c, A, &python, "x = 42").await;
+        support::send(&mut c, A, &vim, "vim -u NONE -n notes.txt").await;
+        let mut typing = send_request(A, &vim, "iunsaved text from vim");
+        typing.submit = Some(false);
+        typing.keys = vec!["Escape".into()];
+        c.send(typing).await.expect("type in vim");
+        let mut background = send_request(B, &job_session, "sleep 3; echo job-done");
+        background.run_in_background = true;
+        let job = match c.send(background).await.unwrap().into_inner().result {
+            Some(ptyd::pb::send_response::Result::JobId(id)) => id,
+            other => panic!("a job: {other:?}"),
+        };
+        let mut flooding = send_request(A, &flood, "seq 1 60000");
+        flooding.timeout_ms = 1;
+        c.send(flooding).await.expect("start the flood");
+
+        let marker = format!("ptyd-rebuilt-{}", nonce());
+        daemon.replace_binary(&rebuilt(&marker));
+        daemon.sighup();
+        wait_until(PROCESS_DEADLINE, "the daemon runs the new binary", || {
+            let marker = marker.clone();
+            async move { runs_marker(pid, &marker) }
+        })
+        .await;
+        let mut c = daemon.client().await;
+        assert_eq!(daemon.pid(), pid, "the same process");
+        assert_eq!(
+            ids(&mut c, A).await,
+            [vim.clone(), python.clone(), flood.clone()]
+        );
+        assert_eq!(ids(&mut c, B).await, [prompt.clone(), job_session.clone()]);
+        assert!(
+            support::list(&mut c, A)
+                .await
+                .sessions
+                .iter()
+                .all(|s| s.adopted),
+            "the new image adopted them"
+        );
+
+        settle(&mut c, A, &flood).await;
+        let numbers: Vec<u64> = history(&mut c, A, &flood)
+            .await
+            .iter()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        assert!(
+            numbers.iter().copied().eq(1..=60000),
+            "the flood's history is 1..60000 once each, in order ({} numbers, first {:?}, last \
+             {:?})",
+            numbers.len(),
+            numbers.first(),
+            numbers.last()
+        );
+
+        let screen = support::read_screen(&mut c, A, &vim).await.text;
+        assert!(screen.contains("unsaved text from vim"), "{screen}");
+        let mut save = send_request(A, &vim, ":wq");
+        save.idle_ms = 300;
+        c.send(save).await.expect(":wq");
+        let file = work.join("notes.txt");
+        wait_until(PROCESS_DEADLINE, "vim wrote the file", || {
+            let file = file.clone();
+            async move {
+                std::fs::read_to_string(file).is_ok_and(|t| t.contains("unsaved text from vim"))
+            }
+        })
+        .await;
+
+        let out = support::send(&mut c, A, &python, "print(x)").await.viewport;
+        assert!(out.contains("42"), "{out}");
+        let out = support::run_ok(&mut c, B, &prompt, "pwd; echo $FOO").await;
+        assert!(out.contains("/tmp") && out.contains("bar"), "{out}");
+
+        let mut output = String::new();
+        let deadline = tokio::time::Instant::now() + PROCESS_DEADLINE;
+        let status = loop {
+            let r = c
+                .job_output(ptyd::pb::JobOutputRequest {
+                    agent_id: B.into(),
+                    job_id: job.clone(),
+                    wait_ms: 2000,
+                    ..Default::default()
+                })
+                .await
+                .expect("JobOutput")
+                .into_inner();
+            output.push_str(&r.output);
+            if r.status() != ptyd::pb::JobStatus::Running || tokio::time::Instant::now() > deadline
+            {
+                break r.status();
+            }
+        };
+        assert_eq!(status, ptyd::pb::JobStatus::Completed, "{output}");
+        assert!(output.contains("job-done"), "{output:?}");
+
+        assert_eq!(open_in(&mut c, A, &work).await, "t6", "ids continue");
+        // Stop still stops after an upgrade: SIGTERM ends every session's processes.
+        let mut shells = Vec::new();
+        for (agent, sid) in [(A, &vim), (A, &python), (B, &prompt), (B, &job_session)] {
+            shells.push(support::session_info(&mut c, agent, sid).await.unwrap().pid);
+        }
+        daemon.terminate().await;
+        let running: Vec<u32> = shells
+            .into_iter()
+            .filter(|&p| support::process_is_running(p))
+            .collect();
+        assert!(running.is_empty(), "sessions outlived SIGTERM: {running:?}");
+    })
+    .await;
+}

@@ -408,7 +408,10 @@ impl Helper {
             (None, None) => {}
         }
         let _ = poll(&mut fds, timeout);
-        let revents = fds.get(1).and_then(|f| f.revents()).unwrap_or(PollFlags::empty());
+        let revents = fds
+            .get(1)
+            .and_then(|f| f.revents())
+            .unwrap_or(PollFlags::empty());
         drop(fds);
         if self.daemon.is_some() {
             if revents.intersects(PollFlags::POLLERR | PollFlags::POLLHUP) {

@@ -208,17 +208,18 @@ impl Pty {
         let conn = std::os::unix::net::UnixStream::connect(socket)?;
         conn.set_read_timeout(Some(ADOPT_WAIT))?;
         let (hello, master) = crate::process::handover::receive(&conn)?;
-        let helper_pid = nix::sys::socket::getsockopt(
-            &conn,
-            nix::sys::socket::sockopt::PeerCredentials,
-        )
-        .map_err(io::Error::from)?
-        .pid();
+        let helper_pid =
+            nix::sys::socket::getsockopt(&conn, nix::sys::socket::sockopt::PeerCredentials)
+                .map_err(io::Error::from)?
+                .pid();
         conn.set_read_timeout(None)?;
         let tty_path = pts_path(&master);
         let slave_probe = tty_path.as_deref().and_then(open_slave_probe);
         let io = fd::async_fd(fd::set_nonblocking(master)?, Interest::READABLE)?;
-        let status = fd::async_fd(fd::set_nonblocking(OwnedFd::from(conn))?, Interest::READABLE)?;
+        let status = fd::async_fd(
+            fd::set_nonblocking(OwnedFd::from(conn))?,
+            Interest::READABLE,
+        )?;
         let mut pty = Pty {
             io,
             status,
