@@ -1263,10 +1263,11 @@ async fn with_a_daemon_it_uses_it_and_closes_its_sessions_on_disconnect() {
     .await;
 }
 
-/// A daemon on `socket` inside this test (its sessions get a HOME without rc files), and the
-/// sender that stops it.
+/// A daemon on `socket` inside this test, with its state in `state` (its sessions get a HOME
+/// without rc files), and the sender that stops it.
 fn serve_on(
     socket: &Path,
+    state: &Path,
 ) -> (
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<Result<(), ptyd::Error>>,
@@ -1277,6 +1278,7 @@ fn serve_on(
     let mut config = ptyd::config::Config::default();
     let home = support::clean_home().display().to_string();
     config.env_defaults.push(("HOME".into(), home));
+    config.state_dir = Some(state.to_owned());
     let task = tokio::spawn(ptyd::server::serve(listener, config, async move {
         let _ = stopped.await;
     }));
@@ -1293,7 +1295,7 @@ async fn a_prompt_after_the_daemon_restarted_reconnects() {
             .tempdir()
             .unwrap();
         let socket = dir.path().join("ptyd.sock");
-        let (stop, task) = serve_on(&socket);
+        let (stop, task) = serve_on(&socket, &dir.path().join("state"));
         let socket_dir = tempfile::tempdir().expect("unused dir");
         let mut bridge = Bridge::start_with(&[], &socket, socket_dir).await;
         bridge.initialize(Mode::Terminal).await;
@@ -1306,7 +1308,7 @@ async fn a_prompt_after_the_daemon_restarted_reconnects() {
 
         stop.send(()).unwrap();
         task.await.unwrap().expect("the daemon stopped cleanly");
-        let (stop, task) = serve_on(&socket);
+        let (stop, task) = serve_on(&socket, &dir.path().join("state"));
 
         let turn = bridge.prompt(&session, "echo after").await;
         assert_eq!(turn.stop, "end_turn");

@@ -985,14 +985,17 @@ async fn a_call_after_the_daemon_went_away_reconnects() {
             .tempdir()
             .unwrap();
         let socket = dir.path().join("ptyd.sock");
+        let state = dir.path().join("state");
         let serve = |socket: PathBuf| {
             let _ = std::fs::remove_file(&socket);
             let listener = tokio::net::UnixListener::bind(&socket).expect("bind the socket");
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            // Sessions get a HOME without rc files, as everywhere in these tests.
+            // Sessions get a HOME without rc files, as everywhere in these tests, and the
+            // daemons a state directory of this test's.
             let mut config = ptyd::config::Config::default();
             let home = support::clean_home().display().to_string();
             config.env_defaults.push(("HOME".into(), home));
+            config.state_dir = Some(state.clone());
             let task = tokio::spawn(ptyd::server::serve(listener, config, async move {
                 let _ = stopped.await;
             }));
