@@ -6,6 +6,7 @@
 //! probe's schedule (`probe.rs`) and the Watch feed (`watchers.rs`).
 
 mod actor;
+mod aim;
 mod capture;
 mod jobs;
 mod kill;

@@ -466,7 +466,6 @@ async fn an_aborted_call_releases_the_session_at_once() {
         let (_dir, socket) = nowhere();
         let mut mcp = Bridge::stdio(&[], &socket).await;
         let session = mcp.open().await;
-        mcp.send(&session, "true").await;
         let id = mcp
             .start_call(
                 "terminal_send",

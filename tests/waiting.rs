@@ -1295,41 +1295,54 @@ async fn submit_false_leaves_the_text_on_the_line_and_enter_runs_it() {
 // ---------------------------------------------------------------------------------------------
 // A caller that hangs up
 
+/// Starts a send of `command` and hangs up once the session is busy with it (`in_flight` says
+/// when), then waits until the hung-up send released the session.
+async fn send_and_hang_up(
+    d: &Daemon,
+    sid: &str,
+    command: &str,
+    in_flight: fn(&ptyd::pb::SessionInfo) -> bool,
+) {
+    let mut caller = d.client();
+    let req = SendRequest {
+        timeout_ms: 120_000,
+        idle_ms: NO_IDLE,
+        ..send_request(A, sid, command)
+    };
+    let pending = tokio::spawn(async move { caller.send(req).await });
+    let busy_with = |want: fn(&ptyd::pb::SessionInfo) -> bool| {
+        move || {
+            let mut c = d.client();
+            let sid = sid.to_owned();
+            async move {
+                session_info(&mut c, A, &sid)
+                    .await
+                    .is_some_and(|i| want(&i))
+            }
+        }
+    };
+    wait_until(
+        Duration::from_secs(20),
+        "the send is in flight",
+        busy_with(in_flight),
+    )
+    .await;
+    pending.abort();
+    let _ = pending.await;
+    wait_until(
+        Duration::from_secs(10),
+        "the hung-up send released the session",
+        busy_with(|i| !i.busy),
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_whose_caller_hangs_up_releases_the_session() {
     timed(async {
         let mut d = start_daemon().await;
-        let c = &mut d.client;
-        let sid = open_type(c, "bash", Path::new("/tmp"), &[]).await;
-        let mut caller = d.client();
-        let req = SendRequest {
-            timeout_ms: 120_000,
-            idle_ms: NO_IDLE,
-            ..send_request(A, &sid, "sleep 60")
-        };
-        let pending = tokio::spawn(async move { caller.send(req).await });
-        wait_until(Duration::from_secs(20), "the send is in flight", || {
-            let mut c = d.client();
-            let sid = sid.clone();
-            async move {
-                session_info(&mut c, A, &sid)
-                    .await
-                    .is_some_and(|i| i.busy && i.foreground == "sleep")
-            }
-        })
-        .await;
-        pending.abort();
-        let _ = pending.await;
-        wait_until(
-            Duration::from_secs(10),
-            "the hung-up send released the session",
-            || {
-                let mut c = d.client();
-                let sid = sid.clone();
-                async move { session_info(&mut c, A, &sid).await.is_some_and(|i| !i.busy) }
-            },
-        )
-        .await;
+        let sid = open_type(&mut d.client, "bash", Path::new("/tmp"), &[]).await;
+        send_and_hang_up(&d, &sid, "sleep 60", |i| i.busy && i.foreground == "sleep").await;
         let c = &mut d.client;
         // What was written stays written: sleep still runs, and the next send may wait for it.
         let fr = expect_wait(c, pure_wait(&sid, 500), WaitReason::Timeout).await;
@@ -1337,6 +1350,31 @@ async fn a_send_whose_caller_hangs_up_releases_the_session() {
         signal(c, &sid, "SIGINT").await;
         let fr = expect_wait(c, pure_wait(&sid, SEND_TIMEOUT_MS), WaitReason::Prompt).await;
         assert_eq!(fr.exit_code, Some(130), "{fr:?}");
+        d.stop().await;
+    })
+    .await;
+}
+
+/// An agent that gives up on `sleep 30` at once and interrupts it means the `sleep`: the signal
+/// must not reach bash while it is still reading the line (readline would drop what it had read,
+/// and `leep` would run) or before its child has exec'd (the interrupt would be lost). The
+/// window opens when the machine is busy, so the test repeats on fresh sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_right_after_a_cancelled_send_interrupts_that_command() {
+    timed(async {
+        let mut d = start_daemon().await;
+        for round in 0..8 {
+            let sid = open_type(&mut d.client, "bash", Path::new("/tmp"), &[]).await;
+            send_and_hang_up(&d, &sid, "sleep 30", |i| i.busy).await;
+            let c = &mut d.client;
+            signal(c, &sid, "SIGINT").await;
+            let fr = expect_wait(c, pure_wait(&sid, 10_000), WaitReason::Prompt).await;
+            assert_eq!(fr.exit_code, Some(130), "round {round}: {fr:?}");
+            assert!(
+                !fr.viewport.contains("command not found"),
+                "round {round}: the command ran whole: {fr:?}"
+            );
+        }
         d.stop().await;
     })
     .await;

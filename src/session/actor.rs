@@ -2,6 +2,7 @@
 //! in flight, and runs one `select!` over PTY output, pending input, commands, the child's exit,
 //! the caller hanging up and the nearest deadline (send timeout, idle, stdin probe, startup).
 
+use super::aim::WaitingSignals;
 use super::capture::Capture;
 use super::jobs::Jobs;
 use super::kill::JobKill;
@@ -14,6 +15,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::marks::{Integration, Mark};
+use crate::process::procfs;
 use crate::process::pty::{ExitKind, Pty};
 use crate::screen::{Position, Terminal};
 use crate::waiting::{self, Observed, WaitReason};
@@ -74,6 +76,8 @@ pub(super) struct Actor {
     store: Option<crate::state::SessionStore>,
     /// What a daemon adopting the session replays before it serves it.
     replay: Option<super::Replay>,
+    /// Signals that wait for the command they are aimed at (see `aim.rs`).
+    signals: WaitingSignals,
 }
 
 impl Actor {
@@ -111,6 +115,7 @@ impl Actor {
             capture: Capture::new(kept.journal),
             store: kept.store,
             replay: kept.replay,
+            signals: WaitingSignals::default(),
         }
     }
 
@@ -185,10 +190,19 @@ impl Actor {
         let probe = self.probe.next().filter(|_| self.wants_probe());
         let prompt_gate = self.shell.write_deadline(now);
         let rest = self.rest_due.filter(|_| self.active.is_none());
-        [startup, send, probe, self.publish_due, prompt_gate, rest]
-            .into_iter()
-            .flatten()
-            .min()
+        let signals = self.signals.next_check(now);
+        [
+            startup,
+            send,
+            probe,
+            self.publish_due,
+            prompt_gate,
+            rest,
+            signals,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// When output silence makes a starting session ready. Integrated shells are ready at their
@@ -446,7 +460,8 @@ impl Actor {
             }
             Command::JobKill(id, reply) => self.job_kill(&id, reply),
             Command::Signal(signal, reply) => {
-                let _ = reply.send(self.signal(signal));
+                self.signals.push(signal, reply, Instant::now());
+                self.deliver_signals();
             }
         }
     }
@@ -515,6 +530,7 @@ impl Actor {
 
     /// Settles readiness and the active send when their conditions hold.
     fn evaluate(&mut self) {
+        self.deliver_signals();
         let now = Instant::now();
         if !self.ready
             && (self.exit.is_some()
@@ -600,6 +616,29 @@ impl Actor {
                 a.killing = Some(kill);
             }
         }
+    }
+
+    /// Delivers the waiting signals whose command is in place (or that waited long enough).
+    fn deliver_signals(&mut self) {
+        if self.signals.is_empty() {
+            return;
+        }
+        let mut signals = std::mem::take(&mut self.signals);
+        if self.exit.is_some() {
+            signals.deliver_all(|signal| self.signal(signal));
+        } else {
+            // A child of the shell that has not exec'd its program yet still runs the shell's
+            // signal handlers, which drop an interrupt: it counts as the shell.
+            let shell = self.pty.pid() as i32;
+            let shell_has_terminal = self.pty.foreground_pgid().is_some_and(|group| {
+                group == shell
+                    || procfs::comm(group).is_some_and(|c| Some(c) == procfs::comm(shell))
+            });
+            let now = Instant::now();
+            let moment = self.shell.signal_moment(shell_has_terminal);
+            signals.deliver_due(moment, now, |signal| self.signal(signal));
+        }
+        self.signals = signals;
     }
 
     /// Delivers `signal` to the terminal's foreground process group, read from the PTY master

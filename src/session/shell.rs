@@ -19,6 +19,7 @@
 //! - A command that ends while no send waits is kept for the next pure wait to report.
 
 use super::SendInput;
+use super::aim::ShellMoment;
 use crate::marks::{Integration, Mark};
 use crate::screen::Position;
 use std::time::{Duration, Instant};
@@ -100,6 +101,11 @@ pub(super) struct Shell {
     reader_seen: bool,
     /// Position of the latest command-start mark whose end has not been seen.
     command_start: Option<Position>,
+    /// The input in the outbox goes to the integrated shell at its prompt (not to a program).
+    input_for_prompt: bool,
+    /// A submitted line (input ending in Enter) was written to the integrated shell at its
+    /// prompt and no mark has answered it yet: the shell is reading it, its command not started.
+    line_submitted: bool,
     /// A command that ended while no send was waiting for it.
     unreported: Option<CommandEnd>,
     /// When a command-end mark arrived whose prompt mark has not followed yet.
@@ -124,6 +130,8 @@ impl Shell {
             prompt_seen: false,
             reader_seen: false,
             command_start: None,
+            input_for_prompt: false,
+            line_submitted: false,
             unreported: None,
             prompt_pending: None,
             editor_pending: false,
@@ -146,10 +154,14 @@ impl Shell {
         now: Instant,
         send: Option<&mut CommandSpan>,
     ) -> MarkEffect {
+        if !matches!(mark, Mark::Cwd(_)) {
+            self.line_submitted = false;
+        }
         match mark {
             Mark::CommandStart => {
                 self.at_prompt = false;
                 self.command_start = Some(at);
+
                 if let Some(span) = send.filter(|s| s.writes_input && s.start.is_none()) {
                     span.start = Some(at);
                 }
@@ -157,6 +169,7 @@ impl Shell {
             }
             Mark::CommandEnd(code) => {
                 let had_command = self.command_start.take().is_some();
+
                 let end = CommandEnd {
                     exit_code: if had_command { *code } else { None },
                     at,
@@ -193,6 +206,7 @@ impl Shell {
                 self.at_prompt = true;
                 self.prompt_pending = None;
                 self.command_start = None;
+
                 if let Some(span) = send.filter(|s| s.end.is_none()) {
                     span.end = Some(CommandEnd {
                         exit_code: None,
@@ -235,6 +249,7 @@ impl Shell {
         encode_input(input, to, bracketed_paste, &mut self.outbox);
         self.outbox_pos = 0;
         self.first_write = Some(to);
+        self.input_for_prompt = to.at_prompt;
         self.line_kept = false;
         self.at_prompt = false;
         self.unreported = None;
@@ -287,9 +302,19 @@ impl Shell {
         self.outbox_pos += n;
         let done = !self.input_pending();
         if done {
+            self.line_submitted = self.input_for_prompt && self.outbox.last() == Some(&b'\r');
             self.drop_input();
         }
         done
+    }
+
+    /// Where the shell is for a signal aimed at its command (see `aim.rs`); `shell_has_terminal`:
+    /// the shell's own process group is the terminal's foreground group.
+    pub(super) fn signal_moment(&self, shell_has_terminal: bool) -> ShellMoment {
+        ShellMoment {
+            line_submitted: self.line_submitted,
+            forking: shell_has_terminal && self.integrated() && self.command_start.is_some(),
+        }
     }
 
     /// Forgets the unwritten input (the send ended or failed); returns how many bytes it had.
@@ -440,6 +465,12 @@ mod tests {
         StartLine(Option<u64>),
         /// Checks: the pending input's bytes.
         Bytes(&'static [u8]),
+        /// Checks: a signal would wait for the command (with the shell holding the terminal
+        /// or not).
+        SignalWaits {
+            shell_has_terminal: bool,
+            want: bool,
+        },
     }
     use Step::*;
 
@@ -544,6 +575,14 @@ mod tests {
                 Bytes(want) => {
                     let got = shell.pending(Write::Input);
                     assert_eq!(got, *want, "{ctx}");
+                }
+                SignalWaits {
+                    shell_has_terminal,
+                    want,
+                } => {
+                    let moment = shell.signal_moment(*shell_has_terminal);
+                    let waits = !crate::session::aim::deliver_now(moment, now, now);
+                    assert_eq!(waits, *want, "{ctx}");
                 }
             }
         }
@@ -900,5 +939,47 @@ mod tests {
             encode_input(&input, to, paste, &mut out);
             assert_eq!(out, want, "{:?} {to:?} paste={paste}", input.text);
         }
+    }
+
+    #[test]
+    fn a_signal_waits_while_a_submitted_line_has_not_become_a_command() {
+        const SHELL: bool = true;
+        const PROGRAM: bool = false;
+        let waits = |shell_has_terminal| SignalWaits {
+            shell_has_terminal,
+            want: true,
+        };
+        let goes = |shell_has_terminal| SignalWaits {
+            shell_has_terminal,
+            want: false,
+        };
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            goes(SHELL), // idle at the prompt: the signal is for the shell
+            Send("sleep 30"),
+            goes(SHELL), // nothing written yet
+            WriteAll,
+            waits(SHELL), // bash is reading the line
+            C,
+            waits(SHELL), // started, not yet forked
+            goes(PROGRAM),
+            end(130),
+            goes(SHELL),
+            // Input to a program that reads the terminal (no prompt): nothing to wait for.
+            Send("python3"),
+            WriteAll,
+            C,
+            goes(PROGRAM),
+            Send("1+1"),
+            WriteAll,
+            goes(PROGRAM),
+        ]);
+        run("signal aim", Integration::Bash, &steps);
+        // Without integration there are no marks to wait for.
+        run(
+            "plain",
+            Integration::None,
+            &[Send("sleep 30"), WriteAll, goes(SHELL)],
+        );
     }
 }
