@@ -28,6 +28,11 @@ impl Installed {
     /// and starts `<tmp>/bin/ptyd --socket <tmp>/ptyd.sock serve --config <tmp>/config.toml`;
     /// returns once it answers.
     async fn start(config: &str) -> Installed {
+        Installed::start_with(config, |_| Vec::new()).await
+    }
+
+    /// Like [`start`](Self::start), with the `serve` arguments `args` makes from the temp dir.
+    async fn start_with(config: &str, args: impl FnOnce(&Path) -> Vec<String>) -> Installed {
         let dir = tempfile::Builder::new()
             .prefix("ptyd-upgrade-")
             .tempdir()
@@ -49,6 +54,7 @@ impl Installed {
             .arg("serve")
             .arg("--config")
             .arg(dir.path().join("config.toml"))
+            .args(args(dir.path()))
             .env_remove("PTYD_SOCKET")
             .env_remove("LISTEN_FDS")
             .env_remove("LISTEN_PID")
@@ -367,6 +373,85 @@ async fn a_config_change_takes_effect_on_sighup() {
             result.viewport.contains("meow"),
             "the cat session echoes: {result:?}"
         );
+        daemon.terminate().await;
+    })
+    .await;
+}
+
+/// `--listen-tcp` survives the upgrade too, on the same port, and the token file is read again
+/// (a rotated token applies).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tcp_listener_is_handed_over_and_the_token_file_read_again() {
+    timed(async {
+        let daemon = Installed::start_with("", |dir| {
+            let token = dir.join("token");
+            std::fs::write(&token, "first-token\n").unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+            ["--listen-tcp", "127.0.0.1:0", "--token-file"]
+                .map(String::from)
+                .into_iter()
+                .chain([token.display().to_string()])
+                .collect()
+        })
+        .await;
+        daemon.wait_log("also listening on tcp ", 1).await;
+        let log = daemon.log();
+        let address = log
+            .split("also listening on tcp ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("the log names the TCP address")
+            .to_owned();
+        let types_with = |token: &'static str| {
+            let address = address.clone();
+            async move {
+                let Ok(channel) =
+                    tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+                        .unwrap()
+                        .connect()
+                        .await
+                else {
+                    return Err(Code::Unavailable);
+                };
+                let mut client = ptyd::pb::terminals_client::TerminalsClient::with_interceptor(
+                    channel,
+                    move |mut req: tonic::Request<()>| {
+                        let value = format!("Bearer {token}").parse().unwrap();
+                        req.metadata_mut().insert("authorization", value);
+                        Ok(req)
+                    },
+                );
+                client
+                    .types(TypesRequest {})
+                    .await
+                    .map(|_| ())
+                    .map_err(|s| s.code())
+            }
+        };
+        assert_eq!(types_with("first-token").await, Ok(()));
+
+        std::fs::write(daemon.dir.path().join("token"), "second-token\n").unwrap();
+        let marker = format!("ptyd-tcp-{}", nonce());
+        daemon.replace_binary(&rebuilt(&marker));
+        daemon.sighup();
+        let pid = daemon.pid();
+        wait_until(PROCESS_DEADLINE, "the daemon runs the new binary", || {
+            let marker = marker.clone();
+            async move { runs_marker(pid, &marker) }
+        })
+        .await;
+        let served = types_with.clone();
+        wait_until(
+            PROCESS_DEADLINE,
+            "the TCP listener serves the new token",
+            move || {
+                let served = served.clone();
+                async move { served("second-token").await == Ok(()) }
+            },
+        )
+        .await;
+        assert_eq!(types_with("first-token").await, Err(Code::Unauthenticated));
         daemon.terminate().await;
     })
     .await;
