@@ -441,14 +441,10 @@ async fn the_tcp_listener_is_handed_over_and_the_token_file_read_again() {
             async move { runs_marker(pid, &marker) }
         })
         .await;
-        let served = types_with.clone();
         wait_until(
             PROCESS_DEADLINE,
             "the TCP listener serves the new token",
-            move || {
-                let served = served.clone();
-                async move { served("second-token").await == Ok(()) }
-            },
+            move || async move { types_with("second-token").await == Ok(()) },
         )
         .await;
         assert_eq!(types_with("first-token").await, Err(Code::Unauthenticated));
