@@ -270,16 +270,28 @@ pub(crate) struct Replay {
     exit: Option<ExitKind>,
 }
 
-/// The pure wait that resumes a job an adopted session was running when its daemon died (its
-/// own deadlines went with that daemon: the longest a send may wait applies).
-fn resumed_wait() -> SendInput {
+/// The pure wait that resumes a job an adopted session was running when its daemon died, until
+/// the deadline and with the idle time its send had (`wait`, as recorded); a record without
+/// them gets the longest wait a send may have.
+fn resumed_wait(wait: Option<(i64, u64)>) -> SendInput {
+    let (timeout, idle) = match wait {
+        Some((deadline_ms, idle_ms)) => (
+            Duration::from_millis(
+                deadline_ms
+                    .saturating_sub(unix_ms(SystemTime::now()))
+                    .max(1) as u64,
+            ),
+            Duration::from_millis(idle_ms),
+        ),
+        None => (Duration::from_secs(600), Duration::from_secs(5)),
+    };
     SendInput {
         text: String::new(),
         submit: false,
         keys: Vec::new(),
-        timeout: Duration::from_secs(600),
-        idle: Duration::from_secs(5),
-        max_result_bytes: 64 * 1024,
+        timeout,
+        idle,
+        max_result_bytes: crate::validate::DEFAULT_MAX_RESULT_BYTES,
     }
 }
 

@@ -984,17 +984,16 @@ async fn a_call_after_the_daemon_went_away_reconnects() {
             .tempdir()
             .unwrap();
         let socket = dir.path().join("ptyd.sock");
-        let state = dir.path().join("state");
         let serve = |socket: PathBuf| {
             let _ = std::fs::remove_file(&socket);
             let listener = tokio::net::UnixListener::bind(&socket).expect("bind the socket");
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            // Sessions get a HOME without rc files, as everywhere in these tests, and the
-            // daemons a state directory of this test's.
+            // Sessions get a HOME without rc files, as everywhere in these tests.
             let mut config = ptyd::config::Config::default();
             let home = support::clean_home().display().to_string();
             config.env_defaults.push(("HOME".into(), home));
-            config.state_dir = Some(state.clone());
+            // A state directory of its own, not the machine user's (one daemon per directory).
+            config.state_dir = Some(socket.with_file_name("state"));
             let task = tokio::spawn(ptyd::server::serve(listener, config, async move {
                 let _ = stopped.await;
             }));

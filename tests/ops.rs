@@ -34,7 +34,7 @@ fn ptyd() -> tokio::process::Command {
 fn isolate(cmd: &mut tokio::process::Command, dir: &Path) {
     cmd.env("XDG_CONFIG_HOME", dir.join("config"))
         .env("XDG_RUNTIME_DIR", dir)
-        .env("XDG_STATE_HOME", dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
         .env("HOME", clean_home());
 }
 

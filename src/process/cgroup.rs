@@ -215,7 +215,9 @@ fn move_into_leaf(base: &Path) -> io::Result<()> {
 }
 
 /// Kills and removes the cgroups of daemons that no longer run (their parent cgroups, and the
-/// session cgroups older versions made directly in the daemon's cgroup).
+/// session cgroups older versions made directly in the daemon's cgroup), except the sessions
+/// whose helper still waits for a daemon to adopt them: those are the helper's to end, when its
+/// adoption grace is over.
 fn remove_stale(base: &Path) {
     let Ok(dir) = std::fs::read_dir(base) else {
         return;
@@ -230,16 +232,54 @@ fn remove_stale(base: &Path) {
             continue; // its daemon still runs
         }
         let path = entry.path();
-        let _ = std::fs::write(path.join("cgroup.kill"), "1");
-        let emptied = poll_event(&path, "populated", "0", STALE_WAIT);
-        match remove_tree(&path) {
-            Ok(()) => {
-                tracing::info!(cgroup = %path.display(), "removed a cgroup left by a previous daemon")
-            }
-            Err(e) => tracing::warn!(cgroup = %path.display(), error = %e, emptied,
-                "could not remove a cgroup left by a previous daemon"),
+        if sweep(&path) {
+            tracing::info!(cgroup = %path.display(), "removed a cgroup left by a previous daemon");
+        } else {
+            tracing::info!(cgroup = %path.display(),
+                "kept a previous daemon's cgroup: sessions in it wait to be adopted");
         }
     }
+}
+
+/// Kills and removes `path` and its child cgroups, deepest first, except those holding a live
+/// session helper (a session that outlives its daemon); true when all of it was removed.
+fn sweep(path: &Path) -> bool {
+    if holds_a_helper(path) {
+        return false;
+    }
+    let mut all = true;
+    if let Ok(dir) = std::fs::read_dir(path) {
+        for entry in dir.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                all &= sweep(&entry.path());
+            }
+        }
+    }
+    if !all {
+        return false;
+    }
+    let _ = std::fs::write(path.join("cgroup.kill"), "1");
+    let emptied = poll_event(path, "populated", "0", STALE_WAIT);
+    match remove_tree(path) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(cgroup = %path.display(), error = %e, emptied,
+                "could not remove a cgroup left by a previous daemon");
+            false
+        }
+    }
+}
+
+/// Whether a live session helper is a member of the cgroup at `path` (not of its children).
+fn holds_a_helper(path: &Path) -> bool {
+    std::fs::read_to_string(path.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse::<i32>().ok())
+        .any(|pid| {
+            procfs::is_alive(pid)
+                && procfs::comm(pid).is_some_and(|c| c == crate::process::helper::COMM)
+        })
 }
 
 /// The owning daemon's pid and start time encoded in a cgroup's name: `ptyd-<pid>-<start>`

@@ -57,6 +57,8 @@ pub(crate) const CGROUP_ENV: &str = "PTYD_SESSION_HELPER_CGROUP";
 pub(crate) const SOCKET_ENV: &str = "PTYD_SESSION_HELPER_SOCKET";
 /// Environment variable: milliseconds the helper waits for a new daemon (0: forever).
 pub(crate) const GRACE_ENV: &str = "PTYD_SESSION_HELPER_GRACE_MS";
+/// The helper's process name (`/proc/<pid>/comm`).
+pub(crate) const COMM: &str = "ptyd-helper";
 /// `argv[0]` of a helper, which `ps` shows.
 pub(crate) const ARG0: &str = "ptyd-session-helper";
 

@@ -316,9 +316,24 @@ impl Actor {
 
     /// Keeps the jobs' state for a daemon adopting the session.
     fn save_jobs(&mut self) {
-        if let Some(store) = &mut self.store {
-            store.set_jobs(self.jobs.records());
+        let Some(store) = &mut self.store else {
+            return;
+        };
+        let mut records = self.jobs.records();
+        if let Some(a) = &self.active
+            && let Some(id) = a.job_id()
+            && let Some(job) = records.iter_mut().find(|j| j.id == id)
+        {
+            let left = a
+                .deadlines()
+                .timeout
+                .saturating_duration_since(Instant::now());
+            job.wait = Some((
+                unix_ms(SystemTime::now() + left),
+                a.input.idle.as_millis() as u64,
+            ));
         }
+        store.set_jobs(records);
     }
 
     fn on_exit(&mut self, kind: ExitKind) {
@@ -496,7 +511,6 @@ impl Actor {
             }
             Sink::Job(id, confirm) => {
                 self.jobs.start(id.clone(), anchor.line);
-                self.save_jobs();
                 let _ = confirm.send(Ok(()));
                 ActiveSink::Job(id)
             }
@@ -510,7 +524,11 @@ impl Actor {
                 active.input.text.contains('\n') && self.terminal.bracketed_paste();
             active.input_len = self.shell.begin_input(&active.input, bracketed_paste);
         }
+        let job = active.job_id().is_some();
         self.active = Some(active);
+        if job {
+            self.save_jobs();
+        }
         self.rearm_probe();
         self.publish();
     }
@@ -760,8 +778,13 @@ impl Actor {
         self.terminal.feed(&replay.output);
         drop(self.terminal.take_replies());
         let now = Instant::now();
+        let mut last_start = None;
         for event in self.terminal.take_marks() {
-            let _ = self.shell.on_mark(&event.mark, event.at, now, None);
+            if let MarkEffect::CommandStarted(at) =
+                self.shell.on_mark(&event.mark, event.at, now, None)
+            {
+                last_start = Some(at);
+            }
         }
         if let Some(kind) = replay.exit {
             self.exit = Some(kind);
@@ -771,18 +794,27 @@ impl Actor {
         let running = replay
             .jobs
             .iter()
-            .find(|j| j.status == JobStatus::Running.name())
-            .map(|j| (j.id.clone(), j.start));
-        if let Some((id, start)) = running
+            .find(|j| j.status == JobStatus::Running.name());
+        if let Some(job) = running
             && self.exit.is_none()
         {
-            if let Some((line, col)) = start {
+            if let Some((line, col)) = job.start {
                 self.last_seen = Position { line, col };
             }
             let (confirm, _) = oneshot::channel();
-            self.begin_send(super::resumed_wait(), Sink::Job(id, confirm));
+            let wait = super::resumed_wait(job.wait);
+            self.begin_send(wait, Sink::Job(job.id.clone(), confirm));
         }
         self.jobs.restore(&replay.jobs);
+        // A job whose command started while no daemon read: its output starts at that mark.
+        if let Some(job) = replay
+            .jobs
+            .iter()
+            .find(|j| j.status == JobStatus::Running.name())
+            && let Some(at) = last_start.filter(|at| at.line >= job.consumed)
+        {
+            self.jobs.command_started(&job.id, at);
+        }
         self.save_jobs();
         self.evaluate();
         self.publish();

@@ -144,6 +144,7 @@ impl Jobs {
                 start: at(job.start),
                 end: at(job.end),
                 detail: job.detail.clone(),
+                wait: None,
             })
             .collect()
     }

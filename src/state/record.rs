@@ -57,6 +57,10 @@ pub(crate) struct JobRecord {
     /// Why it failed.
     #[serde(default)]
     pub(crate) detail: String,
+    /// While it runs: when its send gives up (milliseconds since the epoch) and the silence
+    /// that counts as idle, so an adopting daemon waits for it as the caller asked.
+    #[serde(default)]
+    pub(crate) wait: Option<(i64, u64)>,
 }
 
 #[cfg(test)]
@@ -87,6 +91,7 @@ mod tests {
                 start: Some((12, 0)),
                 end: None,
                 detail: String::new(),
+                wait: Some((1_700_000_060_000, 5000)),
             }],
         };
         let json = serde_json::to_string(&record).unwrap();
