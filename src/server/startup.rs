@@ -31,7 +31,7 @@ pub struct ServeOptions {
 }
 
 /// Runs the daemon as `ptyd serve` does: until SIGTERM or SIGINT, then closes every session;
-/// SIGHUP upgrades it in place (see [`upgrade`]). With `check_config` it only loads the
+/// SIGHUP upgrades it in place (`server/upgrade.rs`). With `check_config` it only loads the
 /// configuration and says whether it is valid.
 pub async fn run(options: ServeOptions) -> Result<()> {
     let Some(config) = load_config(&options)? else {
