@@ -1285,8 +1285,9 @@ fn serve_on(
     (stop, task)
 }
 
-/// The daemon on the socket restarts between two prompts (its sessions gone with it): the shim
-/// reconnects, says the old terminal is gone, and runs the prompt in a fresh one.
+/// The daemon on the socket restarts between two prompts (its sessions gone with it): a prompt
+/// while none answers fails, and the next one reconnects, says the old terminal is gone, and runs
+/// in a fresh one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_after_the_daemon_restarted_reconnects() {
     timed(async {
@@ -1308,6 +1309,15 @@ async fn a_prompt_after_the_daemon_restarted_reconnects() {
 
         stop.send(()).unwrap();
         task.await.unwrap().expect("the daemon stopped cleanly");
+        // While no daemon answers, a prompt ends normally with the error.
+        let turn = bridge.prompt(&session, "echo nobody").await;
+        assert_eq!(turn.stop, "end_turn");
+        assert_eq!(
+            turn.final_update()["status"],
+            "failed",
+            "{:#?}",
+            turn.updates
+        );
         let (stop, task) = serve_on(&socket, &dir.path().join("state"));
 
         let turn = bridge.prompt(&session, "echo after").await;
