@@ -268,11 +268,6 @@ impl Upgrade {
             unix: self.unix.as_raw_fd(),
             tcp: self.tcp.as_ref().map(|t| t.as_raw_fd()),
         };
-        for fd in std::iter::once(&self.unix).chain(&self.tcp) {
-            if let Err(e) = crate::process::fd::clear_cloexec(fd) {
-                return e;
-            }
-        }
         let c = |s: &OsStr| CString::new(s.as_bytes().to_vec());
         let Ok(path) = c(self.binary.as_os_str()) else {
             return std::io::Error::other("the binary's path holds a NUL byte");
@@ -295,6 +290,13 @@ impl Upgrade {
             })
             .collect();
         tracing::info!(binary = %self.binary.display(), "re-executing in place");
+        // Last, so that the window in which a process spawned by another thread would inherit
+        // the listeners is as short as it can be.
+        for fd in std::iter::once(&self.unix).chain(&self.tcp) {
+            if let Err(e) = crate::process::fd::clear_cloexec(fd) {
+                return e;
+            }
+        }
         match nix::unistd::execve(&path, &args, &env) {
             Ok(never) => match never {},
             Err(e) => e.into(),
