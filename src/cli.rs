@@ -135,6 +135,10 @@ pub enum Verb {
         /// Run as a background job and print its id
         #[arg(long)]
         background: bool,
+        /// While a command still runs, write the text once the shell is back at its prompt
+        /// instead of refusing it
+        #[arg(long)]
+        typeahead: bool,
         /// Overall wait deadline in milliseconds (1..=600000) [default: 30000]
         #[arg(long, default_value_t = 0, hide_default_value = true)]
         timeout_ms: u32,
@@ -299,6 +303,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
             no_submit,
             keys,
             background,
+            typeahead,
             timeout_ms,
             idle_ms,
             max_result_bytes,
@@ -311,6 +316,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                     submit: Some(!no_submit),
                     keys,
                     run_in_background: background,
+                    typeahead,
                     timeout_ms,
                     idle_ms,
                     max_result_bytes,

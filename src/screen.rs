@@ -107,7 +107,20 @@ impl Terminal {
     /// Answers to terminal queries seen since the last call, to be written to the program.
     pub fn take_replies(&mut self) -> Vec<u8> {
         // Runs hold no queries: every one so far went through the emulator.
-        std::mem::take(&mut self.state.get_mut().parser.callbacks_mut().replies)
+        let recorder = self.state.get_mut().parser.callbacks_mut();
+        recorder.replies_before_end = 0;
+        std::mem::take(&mut recorder.replies)
+    }
+
+    /// Like `take_replies`, but only the answers to queries that came after the newest
+    /// command-end mark among them: a query before it was asked by a command that has ended, and
+    /// an answer written now would be read by the shell or the next command.
+    pub fn take_replies_after_end(&mut self) -> Vec<u8> {
+        let recorder = self.state.get_mut().parser.callbacks_mut();
+        let before_end = std::mem::take(&mut recorder.replies_before_end);
+        let mut replies = std::mem::take(&mut recorder.replies);
+        replies.drain(..before_end.min(replies.len()));
+        replies
     }
 
     /// From now on, only OSC 133 marks carrying `key` are reported (a new terminal reports every

@@ -472,6 +472,7 @@ fn send_input(req: &pb::SendRequest) -> Result<SendInput> {
         timeout: Duration::from_millis(u64::from(timeout)),
         idle: Duration::from_millis(u64::from(idle)),
         max_result_bytes,
+        typeahead: req.typeahead,
     })
 }
 

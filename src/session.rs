@@ -110,6 +110,9 @@ pub struct SendInput {
     pub idle: Duration,
     /// Cap on the rendered result.
     pub max_result_bytes: usize,
+    /// Text for a command that still runs is held until the shell's next prompt instead of
+    /// refused (contract section 5).
+    pub typeahead: bool,
 }
 
 impl SendInput {
@@ -292,6 +295,8 @@ fn resumed_wait(wait: Option<(i64, u64)>) -> SendInput {
         timeout,
         idle,
         max_result_bytes: crate::validate::DEFAULT_MAX_RESULT_BYTES,
+        // An empty wait types nothing, so there is nothing to hold for a prompt.
+        typeahead: false,
     }
 }
 

@@ -152,6 +152,31 @@ async fn client_verbs_print_the_rendered_text() {
             String::from_utf8_lossy(&out.stderr)
         );
 
+        // Text for a command that still runs is refused, unless --typeahead.
+        let out = ok_stdout(
+            &run(ptyd()
+                .args(["send", "--socket", &s, "--idle-ms", "300", &sid])
+                .arg("sleep 2; echo late"))
+            .await,
+            "send leaving a command running",
+        );
+        assert!(out.contains("[wait: inferred_idle]"), "{out:?}");
+        let out = run(ptyd().args(["send", "--socket", &s, &sid, "echo typed"])).await;
+        assert_eq!(out.status.code(), Some(2), "typeahead refused: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("FAILED_PRECONDITION") && stderr.contains("`sleep 2; echo late`"),
+            "{stderr:?}"
+        );
+        let out = ok_stdout(
+            &run(ptyd().args(["send", "--socket", &s, "--typeahead", &sid, "echo typed"])).await,
+            "send --typeahead",
+        );
+        assert!(
+            out.starts_with("late\ntyped\n[wait: prompt]\n[exit code: 0]"),
+            "{out:?}"
+        );
+
         let out = ok_stdout(
             &run(ptyd().args(["close", "--socket", &s, &sid])).await,
             "close",

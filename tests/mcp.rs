@@ -408,6 +408,48 @@ async fn wait_reasons_match_grpc() {
 }
 
 #[tokio::test]
+async fn text_for_a_running_command_is_refused_unless_sent_as_typeahead() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let session = mcp.open().await;
+        let running = "echo one; sleep 3; echo two";
+        let first = mcp
+            .call(
+                "terminal_send",
+                json!({"session_id": session, "text": running, "idle_ms": 300}),
+            )
+            .await;
+        assert_eq!(
+            structured(&first)["wait_reason"],
+            "inferred_idle",
+            "{first}"
+        );
+        let refused = mcp
+            .call_refused(
+                "terminal_send",
+                json!({"session_id": session, "text": "echo typed"}),
+            )
+            .await;
+        assert!(
+            refused.starts_with("error: ") && refused.contains(running),
+            "{refused}"
+        );
+        let typed = mcp
+            .call(
+                "terminal_send",
+                json!({"session_id": session, "text": "echo typed", "typeahead": true}),
+            )
+            .await;
+        let result = structured(&typed);
+        assert_eq!(result["wait_reason"], "prompt", "{typed}");
+        assert_eq!(result["exit_code"], 0, "{typed}");
+        assert_eq!(result["viewport"], "two\ntyped", "{typed}");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn long_waits_report_progress_only_with_a_token() {
     timed(async {
         let (_dir, socket) = nowhere();

@@ -1,8 +1,11 @@
-//! Issue 13 acceptance tests: right answers when a command's output or text fights back. Output
-//! that prints shell-integration marks (a nested integrated shell, `ssh` to a host with shell
-//! integration, `cat` of a recording) cannot end a send or set its exit code, and `!` in a
-//! command is literal in integrated bash and zsh unless the type turns history expansion on.
-//! Each test starts its own daemon.
+//! Issue 13 acceptance tests: right answers when a command's output or text fights back.
+//! Answers to terminal queries reach only a program that reads them. Output that prints
+//! shell-integration marks (a nested integrated shell, `ssh` to a host with shell integration,
+//! `cat` of a recording) cannot end a send or set its exit code. `!` in a command is literal in
+//! integrated bash and zsh unless the type turns history expansion on. A line the shell refuses
+//! returns at once with the shell's message alone. Text for a command that still runs is
+//! refused unless sent as typeahead, which keeps every result clean. Each test starts its own
+//! daemon.
 
 mod support;
 
@@ -205,6 +208,370 @@ async fn bash_type_can_turn_history_expansion_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zsh_type_can_turn_history_expansion_on() {
     timed(a_type_turns_history_expansion_on("zsh")).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers to terminal queries
+
+/// The queries CLIs print (cursor position, device status, primary and secondary device
+/// attributes, foreground and background colour), as `printf` formats.
+const QUERIES: [&str; 6] = [
+    r"\033[6n",
+    r"\033[5n",
+    r"\033[c",
+    r"\033[>c",
+    r"\033]10;?\007",
+    r"\033]11;?\007",
+];
+
+/// A query printed by a command that never reads the answer: its answer must not become input
+/// to the shell or show up in the next command's output.
+async fn unread_answers_stay_out(shell: &str) {
+    if !shell_available(shell) {
+        return;
+    }
+    let mut d = start_daemon().await;
+    let c = &mut d.client;
+    let sid = open_type(c, shell).await;
+    for query in QUERIES {
+        let printed = at_prompt(c, &sid, &format!("printf 'before{query}after\\n'"), 0).await;
+        assert_eq!(printed, "beforeafter", "{shell}: {query}");
+        let next = at_prompt(c, &sid, "echo next_command_ok", 0).await;
+        assert_eq!(next, "next_command_ok", "{shell}: after {query}");
+    }
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_keeps_unread_query_answers_out_of_the_next_command() {
+    timed(unread_answers_stay_out("bash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_keeps_unread_query_answers_out_of_the_next_command() {
+    timed(unread_answers_stay_out("zsh")).await;
+}
+
+/// Sets raw mode, asks for the cursor position, reads the answer and prints it parsed.
+const RAW_QUERY: &str = r#"
+import os, sys, termios, tty
+fd = sys.stdin.fileno()
+saved = termios.tcgetattr(fd)
+try:
+    tty.setraw(fd)
+    os.write(sys.stdout.fileno(), b"\x1b[6n")
+    answer = b""
+    while not answer.endswith(b"R"):
+        answer += os.read(fd, 1)
+finally:
+    termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+row, col = answer[2:-1].split(b";")
+print(f"row={int(row)} col={int(col)}")
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_reads_its_answer_still_gets_it() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let script = d.dir().join("raw_query.py");
+        std::fs::write(&script, RAW_QUERY).expect("write the script");
+        let c = &mut d.client;
+        let sid = open_type(c, "bash").await;
+        let printed = at_prompt(c, &sid, &format!("python3 {}", script.display()), 0).await;
+        let row = printed
+            .strip_prefix("row=")
+            .and_then(|rest| rest.strip_suffix(" col=1"))
+            .and_then(|row| row.parse::<u32>().ok());
+        assert!(row.is_some_and(|r| r >= 1), "{printed:?}");
+        // The shell's own `read` of an answer (it turns line mode off for `-d`).
+        let read = r#"IFS='[;' read -p $'\e[6n' -d R -rs _ row col; echo "col=$col""#;
+        assert_eq!(at_prompt(c, &sid, read, 0).await, "col=1");
+        assert_eq!(
+            at_prompt(c, &sid, "echo next_command_ok", 0).await,
+            "next_command_ok"
+        );
+        d.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A line the shell refuses
+
+/// Sends a line the shell refuses without running it: it must end at the prompt (only the
+/// prompt can end it before the timeout), with the shell's message alone and no exit code.
+async fn refused(c: &mut Client, sid: &str, text: &str) -> String {
+    let (fr, rendered) = send_with(c, sharp(sid, text)).await;
+    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{text}: {rendered}");
+    assert_eq!(fr.exit_code, None, "{text}: nothing ran: {rendered}");
+    fr.viewport
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_returns_a_refused_line_at_once_with_its_message_alone() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let c = &mut d.client;
+        let sid = open_type(c, "bash").await;
+        at_prompt(c, &sid, "set -H", 0).await;
+        assert_eq!(
+            refused(c, &sid, "echo !nonexistent").await,
+            "bash: !nonexistent: event not found"
+        );
+        assert_eq!(
+            refused(c, &sid, "echo (").await,
+            "bash: syntax error near unexpected token `newline'"
+        );
+        // A refused line longer than the terminal is wide: its echo wraps.
+        let long = format!("echo {} (", "x".repeat(200));
+        assert_eq!(
+            refused(c, &sid, &long).await,
+            "bash: syntax error near unexpected token `('"
+        );
+        assert_eq!(at_prompt(c, &sid, "echo ok", 0).await, "ok");
+        d.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_returns_a_refused_line_with_its_message_alone() {
+    timed(async {
+        if !shell_available("zsh") {
+            return;
+        }
+        let mut d = start_daemon().await;
+        let c = &mut d.client;
+        let sid = open_type(c, "zsh").await;
+        assert_eq!(
+            refused(c, &sid, "echo ;;").await,
+            "zsh: parse error near `;;'"
+        );
+        at_prompt(c, &sid, "setopt BANG_HIST", 0).await;
+        assert_eq!(
+            refused(c, &sid, "echo !nonexistent").await,
+            "zsh: event not found: nonexistent"
+        );
+        assert_eq!(at_prompt(c, &sid, "echo ok", 0).await, "ok");
+        d.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fish_returns_a_refused_line_with_its_message_alone() {
+    timed(async {
+        if !shell_available("fish") {
+            return;
+        }
+        let mut d = start_daemon().await;
+        let c = &mut d.client;
+        let sid = open_type(c, "fish").await;
+        let viewport = refused(c, &sid, "(exit 42)").await;
+        assert!(
+            viewport.starts_with("fish: "),
+            "the message, not the prompt and the echoed line: {viewport:?}"
+        );
+        assert_eq!(at_prompt(c, &sid, "echo ok", 0).await, "ok");
+        d.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typeahead
+
+/// A send that returns `inferred_idle` soon, its command still running.
+async fn leave_running(c: &mut Client, sid: &str, text: &str) -> String {
+    let (fr, rendered) = send_with(
+        c,
+        SendRequest {
+            idle_ms: 300,
+            ..send_request(A, sid, text)
+        },
+    )
+    .await;
+    assert_eq!(
+        fr.wait_reason(),
+        WaitReason::InferredIdle,
+        "{text}: {rendered}"
+    );
+    fr.viewport
+}
+
+/// Sends `interrupt` (accepted, or `send_with` fails) and waits until the interrupted command
+/// has ended: under load the probe may see fish reading the terminal just before its end mark,
+/// and a pure wait then reports the end.
+async fn interrupted(c: &mut Client, sid: &str, shell: &str, interrupt: SendRequest) {
+    let (fr, rendered) = send_with(c, interrupt).await;
+    if fr.wait_reason() != WaitReason::Prompt {
+        let (fr, rendered) = send_with(
+            c,
+            SendRequest {
+                submit: Some(false),
+                ..sharp(sid, "")
+            },
+        )
+        .await;
+        assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{shell}: {rendered}");
+    }
+    assert!(
+        rendered.contains("[wait: prompt]") || rendered.contains("[wait: stdin_read]"),
+        "{shell}: {rendered}"
+    );
+}
+
+async fn typeahead_is_refused_or_held(shell: &str) {
+    if !shell_available(shell) {
+        return;
+    }
+    let mut d = start_daemon().await;
+    let c = &mut d.client;
+    let sid = open_type(c, shell).await;
+    leave_running(c, &sid, "sleep 30").await;
+    let refused = expect_code(
+        c.send(sharp(&sid, "echo typed")).await,
+        tonic::Code::FailedPrecondition,
+        "text while sleep runs",
+    );
+    assert!(
+        refused.message().contains("`sleep 30`") && refused.message().contains("typeahead"),
+        "{shell}: names the command and the way out: {:?}",
+        refused.message()
+    );
+    // Control characters are never typeahead: Ctrl-C as a key, and as text.
+    let keys = SendRequest {
+        keys: vec!["C-c".into()],
+        ..sharp(&sid, "")
+    };
+    interrupted(c, &sid, shell, keys).await;
+    leave_running(c, &sid, "sleep 30").await;
+    let text = SendRequest {
+        submit: Some(false),
+        ..sharp(&sid, "\u{3}")
+    };
+    interrupted(c, &sid, shell, text).await;
+    // With typeahead the text runs once the command ended: the result is the rest of the
+    // running command's output, then the typed command's, without the prompt or the echo.
+    assert_eq!(
+        leave_running(c, &sid, "echo one; sleep 2; echo two; sleep 2; echo three").await,
+        "one",
+        "{shell}"
+    );
+    let (fr, rendered) = send_with(
+        c,
+        SendRequest {
+            typeahead: true,
+            ..sharp(&sid, "echo typed")
+        },
+    )
+    .await;
+    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{shell}: {rendered}");
+    assert_eq!(fr.exit_code, Some(0), "{shell}: {rendered}");
+    assert_eq!(lines(&fr.viewport), ["two", "three", "typed"], "{shell}");
+    // Nothing is left over for the next result.
+    let (fr, rendered) = send_with(
+        c,
+        SendRequest {
+            submit: Some(false),
+            ..sharp(&sid, "")
+        },
+    )
+    .await;
+    assert_eq!(fr.viewport, "", "{shell}: {rendered}");
+    assert_eq!(at_prompt(c, &sid, "echo next", 0).await, "next", "{shell}");
+    // Text for a program that reads the terminal is not typeahead.
+    let (fr, rendered) = send_with(c, sharp(&sid, "read x; echo got $x")).await;
+    assert_eq!(
+        fr.wait_reason(),
+        WaitReason::StdinRead,
+        "{shell}: {rendered}"
+    );
+    let answered = at_prompt(c, &sid, "value", 0).await;
+    assert_eq!(lines(&answered).last(), Some(&"got value"), "{shell}");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_refuses_typeahead_unless_asked_and_keeps_results_clean() {
+    timed(typeahead_is_refused_or_held("bash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_refuses_typeahead_unless_asked_and_keeps_results_clean() {
+    timed(typeahead_is_refused_or_held("zsh")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fish_refuses_typeahead_unless_asked_and_keeps_results_clean() {
+    timed(typeahead_is_refused_or_held("fish")).await;
+}
+
+/// Reads keys in cbreak mode, polling with a short timeout (as TUIs with an animation do, which
+/// the probe does not count as blocked on the terminal); prints what came before Enter.
+const POLLING_TUI: &str = r#"
+import os, select, sys, termios, tty
+fd = sys.stdin.fileno()
+saved = termios.tcgetattr(fd)
+tty.setcbreak(fd)
+print("ready", flush=True)
+typed = ""
+try:
+    while not typed.endswith("\r") and not typed.endswith("\n"):
+        if select.select([fd], [], [], 0.05)[0]:
+            typed += os.read(fd, 1).decode()
+finally:
+    termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+print("got " + typed.strip())
+"#;
+
+/// Text for a program that reads keys in non-canonical mode is input, not typeahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_for_a_program_reading_keys_is_not_typeahead() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let script = d.dir().join("polling_tui.py");
+        std::fs::write(&script, POLLING_TUI).expect("write the script");
+        let c = &mut d.client;
+        let sid = open_type(c, "bash").await;
+        let (fr, rendered) = send_with(
+            c,
+            SendRequest {
+                idle_ms: 2000,
+                ..send_request(A, &sid, &format!("python3 -u {}", script.display()))
+            },
+        )
+        .await;
+        assert_eq!(fr.wait_reason(), WaitReason::InferredIdle, "{rendered}");
+        assert_eq!(lines(&fr.viewport).last(), Some(&"ready"), "{rendered}");
+        let viewport = at_prompt(c, &sid, "hello", 0).await;
+        assert_eq!(lines(&viewport).last(), Some(&"got hello"), "{viewport:?}");
+        d.stop().await;
+    })
+    .await;
+}
+
+/// Typeahead held while the command runs goes to a program that then reads the terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typeahead_goes_to_a_program_that_reads_later() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let c = &mut d.client;
+        let sid = open_type(c, "bash").await;
+        leave_running(c, &sid, "sleep 1; read x; echo got $x").await;
+        let (fr, rendered) = send_with(
+            c,
+            SendRequest {
+                typeahead: true,
+                ..sharp(&sid, "value")
+            },
+        )
+        .await;
+        assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{rendered}");
+        assert_eq!(lines(&fr.viewport).last(), Some(&"got value"), "{rendered}");
+        d.stop().await;
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------

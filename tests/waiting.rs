@@ -1089,9 +1089,20 @@ async fn a_mebibyte_of_lines_to_cat_arrives_intact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_nobody_reads_is_bounded_by_the_timeout() {
     timed(async {
-        let mut d = start_daemon().await;
+        // An integrated shell refuses text for a command that nothing reads (typeahead, see
+        // `tests/right_answers.rs`); a shell without integration cannot tell, and gets it.
+        let mut config = ptyd::config::Config::default();
+        config.types.push(ptyd::config::TerminalType {
+            name: "plain-bash".into(),
+            argv: vec!["bash".into(), "--norc".into(), "-i".into()],
+            integration: ptyd::marks::Integration::None,
+            history_expansion: false,
+            description: "bash without shell integration".into(),
+            env: Vec::new(),
+        });
+        let mut d = start_daemon_with(config).await;
         let c = &mut d.client;
-        let sid = open_type(c, "bash", Path::new("/tmp"), &[]).await;
+        let sid = open_type(c, "plain-bash", Path::new("/tmp"), &[]).await;
         let (fr, _) = send_with(
             c,
             SendRequest {

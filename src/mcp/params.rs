@@ -103,6 +103,8 @@ pub(crate) struct SendArgs {
     pub(crate) keys: Option<Vec<String>>,
     /// Return a job_id at once; read it with job_output.
     pub(crate) run_in_background: Option<bool>,
+    /// Write text meant for after a running command once the prompt is back, instead of refusing it.
+    pub(crate) typeahead: Option<bool>,
     /// Longest wait.
     #[schemars(range(min = 1, max = 600000), extend("default" = 30000))]
     pub(crate) timeout_ms: Option<u32>,

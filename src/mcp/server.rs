@@ -218,6 +218,7 @@ impl Terminals {
             submit: Some(submit),
             keys: args.keys.unwrap_or_default(),
             run_in_background: args.run_in_background.unwrap_or(false),
+            typeahead: args.typeahead.unwrap_or(false),
             timeout_ms: args.timeout_ms.unwrap_or(0),
             idle_ms: args.idle_ms.unwrap_or(0),
             max_result_bytes: self.shared.max_result_bytes,

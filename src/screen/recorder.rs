@@ -5,7 +5,7 @@
 use super::xterm;
 use super::{MarkEvent, Position};
 use crate::history::History;
-use crate::marks::MarkKey;
+use crate::marks::{Mark, MarkKey};
 use vt100::capture::{BasicFormattedCaptureState, RowContents, basic_formatted_to_plain};
 
 /// The part of the emulator's callbacks that ptyd keeps: history and marks.
@@ -30,6 +30,9 @@ pub(super) struct Recorder {
     /// Answers to terminal queries (cursor position, device attributes, colours) that the
     /// session must write back: programs such as vim wait for them.
     pub(super) replies: Vec<u8>,
+    /// How many bytes of `replies` answer queries that came before the newest command-end mark:
+    /// the program that asked them has ended.
+    pub(super) replies_before_end: usize,
     /// A resting screen is being restored: rows it scrolls are not output.
     pub(super) waking: bool,
 }
@@ -47,6 +50,7 @@ impl Recorder {
             plain_buf: String::new(),
             tail_sealed: false,
             replies: Vec::new(),
+            replies_before_end: 0,
             waking: false,
         }
     }
@@ -125,6 +129,9 @@ impl vt100::Callbacks for Recorder {
                 .extend_from_slice(b"\x1b]11;rgb:0000/0000/0000\x1b\\"),
             _ => {
                 if let Some(mark) = self.mark_key.parse_osc(params) {
+                    if matches!(mark, Mark::CommandEnd(_)) {
+                        self.replies_before_end = self.replies.len();
+                    }
                     let at = cursor_position(screen, self);
                     self.marks.push(MarkEvent { mark, at });
                 }

@@ -392,6 +392,41 @@ fn terminal_queries_get_answers() {
 }
 
 #[test]
+fn answers_to_queries_of_an_ended_command_are_left_out() {
+    // (output fed before one take, answers kept): a query before a command-end mark was asked
+    // by the command that ended; one after it by the shell at its prompt.
+    let cases: [(&[u8], &[u8]); 5] = [
+        (b"\x1b[5n", b"\x1b[0n"),
+        (b"\x1b[5n\x1b]133;D;0\x07", b""),
+        (
+            b"\x1b[5n\x1b]133;D;0\x07\x1b]133;A\x07\x1b[c",
+            b"\x1b[?1;2c",
+        ),
+        (
+            b"\x1b]133;D;0\x07\x1b[5n\x1b]133;C\x07\x1b[c\x1b]133;D;1\x07",
+            b"",
+        ),
+        (b"\x1b]133;A\x07\x1b[5n", b"\x1b[0n"),
+    ];
+    for (output, want) in cases {
+        let mut t = term();
+        t.feed(output);
+        assert_eq!(
+            t.take_replies_after_end(),
+            want,
+            "{:?}",
+            String::from_utf8_lossy(output)
+        );
+    }
+    // The cut is per take: an end mark fed after a take leaves earlier answers alone.
+    let mut t = term();
+    t.feed(b"\x1b[5n");
+    assert_eq!(t.take_replies_after_end(), b"\x1b[0n");
+    t.feed(b"\x1b]133;D;0\x07\x1b[5n");
+    assert_eq!(t.take_replies_after_end(), b"\x1b[0n");
+}
+
+#[test]
 fn private_rejected_mark_is_reported() {
     let mut t = term();
     t.feed(b"x\r\n\x1b]133;ptyd-rejected\x07$ ");

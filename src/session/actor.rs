@@ -8,7 +8,7 @@ use super::jobs::Jobs;
 use super::kill::JobKill;
 use super::probe::ProbeSchedule;
 use super::send::{ActiveSend, ActiveSink, JobEnd, StreamSink, caller_gone, line_limit_refusal};
-use super::shell::{FirstWrite, MarkEffect, Shell, Write};
+use super::shell::{FirstWrite, MarkEffect, Shell, Write, printable, typeahead_refusal};
 use super::watchers::Watchers;
 use super::{
     Command, JobStatus, Ready, SendInput, SessionSpec, SessionState, Sink, Status, unix_ms, view,
@@ -69,6 +69,8 @@ pub(super) struct Actor {
     publish_due: Option<Instant>,
     /// Raw output for `Watch` subscribers.
     watchers: Watchers,
+    /// Output is being taken in before answers go out (see `take_output_before_replies`).
+    taking_output: bool,
     jobs: Jobs,
     /// Where output reads land (the journal, when the session is kept for a successor).
     capture: Capture,
@@ -111,6 +113,7 @@ impl Actor {
             last_publish: now,
             publish_due: None,
             watchers: Watchers::default(),
+            taking_output: false,
             jobs: Jobs::default(),
             capture: Capture::new(kept.journal),
             store: kept.store,
@@ -131,7 +134,7 @@ impl Actor {
             // The shell decides when input may go in (see `shell.rs`).
             let write = self.shell.next_write(now);
             if write == Write::Input
-                && let Some(to) = self.shell.take_first_write()
+                && let Some(to) = self.shell.take_first_write(self.terminal.cursor())
             {
                 self.before_first_write(to);
             }
@@ -215,7 +218,10 @@ impl Actor {
 
     /// Probes run only while someone waits: a send whose input is written, or startup.
     fn wants_probe(&self) -> bool {
-        if !self.ready || (self.shell.input_gated() && self.shell.input_pending()) {
+        if !self.ready
+            || (self.shell.input_gated() && self.shell.input_pending())
+            || self.shell.input_held()
+        {
             return true;
         }
         self.active.as_ref().is_some_and(|a| {
@@ -263,19 +269,46 @@ impl Actor {
         self.rearm_probe();
         self.forward(bytes);
         self.terminal.feed(bytes);
-        let replies = self.terminal.take_replies();
-        if !replies.is_empty() {
+        // Marks first: a command-end mark drops the answers its command left unwritten.
+        for event in self.terminal.take_marks() {
+            self.on_mark(&event.mark, event.at);
+        }
+        let replies = self.terminal.take_replies_after_end();
+        if !replies.is_empty() && self.non_canonical() {
             // The program waits for these answers: it is not waiting for the agent until it
             // has taken them.
             self.probe.before_replies(self.pty.pid() as i32);
             self.shell.queue_replies(&replies);
-        }
-        for event in self.terminal.take_marks() {
-            self.on_mark(&event.mark, event.at);
+            self.take_output_before_replies();
         }
         let terminal = &self.terminal;
         self.shell.after_output(|| terminal.bracketed_paste());
         self.publish_output();
+    }
+
+    /// Whether the terminal is in non-canonical mode (raw or cbreak, as vim, line editors at
+    /// their prompt and programs that read keys or an answer set it). Answers to terminal queries
+    /// go out only then: in line mode no program reads an answer before a newline, so the next
+    /// line read, the shell's or a later command's, would take it, and the terminal would echo it
+    /// into the output. (`printf '\e[6n'` at a shell prompt runs in line mode; a program that
+    /// sets raw mode before it asks gets its answer.)
+    fn non_canonical(&self) -> bool {
+        use nix::sys::termios::LocalFlags;
+        self.pty
+            .termios()
+            .is_some_and(|t| !t.local_flags.contains(LocalFlags::ICANON))
+    }
+
+    /// Takes in the output already there before answers go out: a command-end mark in it means
+    /// the command that asked has ended (its shell may have put the terminal in raw mode for
+    /// its prompt since), and drops them. Read after the mode was checked, so such a mark,
+    /// printed before the shell's editor set raw mode, is in what is read.
+    fn take_output_before_replies(&mut self) {
+        if std::mem::replace(&mut self.taking_output, true) {
+            return;
+        }
+        self.take_waiting_output(|actor| actor.shell.replies_pending());
+        self.taking_output = false;
     }
 
     /// Sends raw output to watchers and to a streaming caller.
@@ -404,15 +437,7 @@ impl Actor {
         if self.shell.replies_pending() {
             return; // answers to the program's queries are still on their way
         }
-        let Some(tty) = self.pty.tty_path().map(str::to_owned) else {
-            return;
-        };
-        let password_mode = self.pty.termios().is_some_and(|t| {
-            use nix::sys::termios::LocalFlags;
-            t.local_flags.contains(LocalFlags::ICANON) && !t.local_flags.contains(LocalFlags::ECHO)
-        });
-        let shell = self.pty.pid() as i32;
-        let Some(reader) = waiting::probe::terminal_reader(shell, &tty, password_mode) else {
+        let Some(reader) = self.terminal_reader() else {
             return;
         };
         if self.shell.reader_opens_gate() {
@@ -433,6 +458,10 @@ impl Actor {
         if drained {
             return; // decide again with the new output (and its marks) taken into account
         }
+        if self.shell.reader_releases_hold() {
+            self.rearm_probe();
+            return; // held typeahead goes to the program that reads
+        }
         if self.probe.reader_has_not_taken_input(&reader) {
             return; // it has not taken the input written since it blocked
         }
@@ -447,6 +476,58 @@ impl Actor {
             tracing::debug!(session = %self.spec.id, reader = %reader.comm, pid = reader.pid, tid = reader.tid, switches = reader.switches, before = ?self.probe.switches_before(&reader), "blocked on the terminal");
             a.stdin_blocked = true;
         }
+    }
+
+    /// A process of the terminal's foreground group blocked reading the terminal, if any.
+    fn terminal_reader(&self) -> Option<waiting::probe::Reader> {
+        let tty = self.pty.tty_path()?;
+        let password_mode = self.pty.termios().is_some_and(|t| {
+            use nix::sys::termios::LocalFlags;
+            t.local_flags.contains(LocalFlags::ICANON) && !t.local_flags.contains(LocalFlags::ECHO)
+        });
+        waiting::probe::terminal_reader(self.pty.pid() as i32, tty, password_mode)
+    }
+
+    /// Whether `input` would only be typed ahead (contract section 5): text, not only control
+    /// characters, while an integrated shell's command runs and nothing reads the terminal. A
+    /// program that put the terminal in non-canonical mode reads keys (a TUI that polls with a
+    /// short timeout does not look blocked on the terminal). Takes in the output already there
+    /// first: the command may have ended.
+    fn types_ahead(&mut self, input: &SendInput) -> bool {
+        if !(self.shell.command_running() && printable(&input.text)) {
+            return false;
+        }
+        self.take_waiting_output(|_| true);
+        self.shell.command_running() && !self.non_canonical() && self.terminal_reader().is_none()
+    }
+
+    /// Takes in output that is already there, while `more` holds, at most `YIELD_AFTER_BYTES`
+    /// (a flood must not hold the actor).
+    fn take_waiting_output(&mut self, more: impl Fn(&Self) -> bool) {
+        let mut buf = [0u8; 4096];
+        let mut taken = 0;
+        while taken < YIELD_AFTER_BYTES
+            && more(self)
+            && let Ok(Some(n)) = self.pty.try_read(&mut buf)
+            && n > 0
+        {
+            taken += n;
+            self.on_output(&buf[..n]);
+        }
+    }
+
+    fn typeahead_refusal(&self) -> Error {
+        let shell = self.pty.pid() as i32;
+        let program = self
+            .pty
+            .foreground_pgid()
+            .filter(|g| *g > 0 && *g != shell)
+            .and_then(crate::process::procfs::comm);
+        typeahead_refusal(
+            &self.spec.id,
+            self.shell.running_command(),
+            program.as_deref(),
+        )
     }
 
     fn on_command(&mut self, cmd: Command) {
@@ -482,6 +563,7 @@ impl Actor {
     }
 
     fn begin_send(&mut self, input: SendInput, sink: Sink) {
+        let mut types_ahead = false;
         let refusal = if let Some(a) = &self.active {
             Some(a.busy_error(&self.spec.id))
         } else if self.exit.is_some() {
@@ -492,6 +574,10 @@ impl Actor {
                 self.pty
                     .termios()
                     .is_some_and(|t| t.local_flags.contains(LocalFlags::ICANON))
+            })
+            .or_else(|| {
+                types_ahead = self.types_ahead(&input);
+                (types_ahead && !input.typeahead).then(|| self.typeahead_refusal())
             })
         };
         if let Some(error) = refusal {
@@ -523,6 +609,9 @@ impl Actor {
             let bracketed_paste =
                 active.input.text.contains('\n') && self.terminal.bracketed_paste();
             active.input_len = self.shell.begin_input(&active.input, bracketed_paste);
+            if types_ahead {
+                self.shell.hold_input();
+            }
         }
         let job = active.job_id().is_some();
         self.active = Some(active);

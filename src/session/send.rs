@@ -97,7 +97,18 @@ impl ActiveSend {
             _ => (None, terminal.cursor()),
         };
         let start = self.span.start.unwrap_or(self.anchor);
-        let lines = view::viewport(terminal, start.line, end);
+        let lines = match self.span.ran_before {
+            // Typeahead: the rest of the command that ran when the send began, then the typed
+            // command's output; never the prompt and the echoed text between them.
+            Some(before) if !terminal.alternate_screen() => {
+                let mut lines = view::region_lines(terminal, self.anchor.line, before);
+                if self.span.start.is_some() {
+                    lines.extend(view::region_lines(terminal, start.line, end));
+                }
+                lines
+            }
+            _ => view::viewport(terminal, start.line, end),
+        };
         let meta = outcome_meta(reason, exit_code, status, self.unwritten, self.input_len);
         let capped = render::with_meta(
             &lines.join("\n"),

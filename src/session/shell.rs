@@ -14,9 +14,20 @@
 //!   editor has the terminal; the editor is up once bracketed paste is on.
 //! - A prompt mark that arrives while input still waits is the previous command's prompt: once
 //!   the input is written, the shell is busy with it, not idle.
-//! - A refused line (bash: an end mark without a start mark; fish: ptyd's rejected mark) settles
-//!   the send without an exit code; fish keeps the line, so the next input clears it first.
+//! - A refused line settles the send without an exit code, its output being the shell's message
+//!   alone (from the line after the echoed input): bash and zsh print an end mark without a start
+//!   mark (a syntax error, zsh's failed history expansion); bash draws its prompt again without
+//!   either after a failed history expansion (a prompt mark after a submitted line, with no start
+//!   mark, when the input went to a prompt already drawn); fish prints ptyd's rejected mark and
+//!   keeps the line, so the next input clears it first.
 //! - A command that ends while no send waits is kept for the next pure wait to report.
+//! - Answers to terminal queries go out before any input; those still unwritten when the
+//!   command ends are dropped (the program that asked is gone; the shell would read them).
+//! - Text for a command that still runs, with nothing reading the terminal, would only be typed
+//!   ahead: the actor refuses it, or with `typeahead` holds it here until the command ends (then
+//!   it waits for the prompt like any input) or a program reads the terminal. Typed ahead into
+//!   the kernel instead, the terminal would echo it into the running command's output, and the
+//!   command's end mark would settle the send that typed it.
 
 use super::SendInput;
 use super::aim::ShellMoment;
@@ -29,6 +40,10 @@ use std::time::{Duration, Instant};
 /// late).
 pub(super) const PROMPT_SETTLE: Duration = Duration::from_millis(200);
 
+/// The most characters of a command line a refusal quotes.
+const COMMAND_NAME_CHARS: usize = 80;
+/// Starts a bracketed paste.
+const PASTE_START: &[u8] = b"\x1b[200~";
 /// Ctrl-U: clears the line a shell kept in its editor.
 const CLEAR_LINE: u8 = 0x15;
 /// Input buffer capacity kept between sends; a larger one (a big paste) is freed, so an idle
@@ -54,6 +69,9 @@ pub(super) struct CommandSpan {
     pub start: Option<Position>,
     /// The end that settles the send.
     pub end: Option<CommandEnd>,
+    /// Where the command that still ran when the send began ended, its input held until then
+    /// (typeahead): the send's output is the rest of that command's, then its own command's.
+    pub ran_before: Option<Position>,
 }
 
 /// What a mark means for the actor beyond the state kept here.
@@ -74,6 +92,31 @@ pub(super) struct FirstWrite {
     pub at_prompt: bool,
     /// The shell kept a line it refused: clear it first.
     pub clear_kept_line: bool,
+}
+
+/// Where a send's input went, recorded at its first write: what a refused line's output is
+/// told apart by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Echo {
+    /// The line the echo of the input starts on (the cursor's when the input was written).
+    line: u64,
+    /// Lines the echo takes (a bracketed paste echoes each of its lines; typed lines are each a
+    /// command of their own, the first one alone is this send's).
+    lines: u64,
+    /// The input went to an integrated shell's prompt that was drawn already.
+    to_drawn_prompt: bool,
+    /// The input ends with Enter: it submits a line the shell may refuse.
+    submits: bool,
+}
+
+impl Echo {
+    /// Where the output of a line the shell refused starts: after the echoed input.
+    fn output_start(self) -> Position {
+        Position {
+            line: self.line + self.lines,
+            col: 0,
+        }
+    }
 }
 
 /// What the actor writes next.
@@ -117,6 +160,18 @@ pub(super) struct Shell {
     outbox_pos: usize,
     /// The send's input is about to be written for the first time.
     first_write: Option<FirstWrite>,
+    /// A prompt mark arrived since the last command-start or command-end mark: the line editor
+    /// has drawn its prompt.
+    prompt_drawn: bool,
+    /// Where the input of the send in flight went, once its first byte is written.
+    echo: Option<Echo>,
+    /// The input is typeahead for a command that still runs: held until it ends or a program
+    /// reads the terminal.
+    held: bool,
+    /// The first line of the latest submitted text, and of the text that started the command
+    /// running now (what a refusal names).
+    submitted: Option<String>,
+    running: Option<String>,
     /// Answers to terminal queries, written before any pending input.
     replies: Vec<u8>,
 }
@@ -138,6 +193,11 @@ impl Shell {
             outbox: Vec::new(),
             outbox_pos: 0,
             first_write: None,
+            prompt_drawn: false,
+            echo: None,
+            held: false,
+            submitted: None,
+            running: None,
             replies: Vec::new(),
         }
     }
@@ -160,8 +220,9 @@ impl Shell {
         match mark {
             Mark::CommandStart => {
                 self.at_prompt = false;
+                self.prompt_drawn = false;
                 self.command_start = Some(at);
-
+                self.running = self.submitted.take();
                 if let Some(span) = send.filter(|s| s.writes_input && s.start.is_none()) {
                     span.start = Some(at);
                 }
@@ -169,7 +230,12 @@ impl Shell {
             }
             Mark::CommandEnd(code) => {
                 let had_command = self.command_start.take().is_some();
-
+                self.running = None;
+                // Typeahead held for this command goes in at the next prompt.
+                self.held = false;
+                // Answers not yet written were asked by a program of the command that ended:
+                // the shell would read them.
+                self.replies.clear();
                 let end = CommandEnd {
                     exit_code: if had_command { *code } else { None },
                     at,
@@ -177,9 +243,19 @@ impl Shell {
                 self.at_prompt = true;
                 self.prompt_pending = Some(now);
                 self.editor_pending = false;
+                self.prompt_drawn = false;
                 let input_written = !self.input_pending();
                 match send {
-                    Some(span) if span.end.is_none() && input_written => span.end = Some(end),
+                    Some(span) if span.end.is_none() && input_written => {
+                        if !had_command {
+                            // The shell ran nothing: the line was refused (or empty).
+                            self.refused_output(span);
+                        }
+                        span.end = Some(end);
+                    }
+                    Some(span) if had_command && span.writes_input && span.start.is_none() => {
+                        span.ran_before = Some(at);
+                    }
                     Some(_) => {}
                     None if had_command => self.unreported = Some(end),
                     None => {}
@@ -187,6 +263,19 @@ impl Shell {
                 MarkEffect::None
             }
             Mark::PromptStart | Mark::InputStart => {
+                if *mark == Mark::PromptStart {
+                    if let Some(span) = send.filter(|s| s.end.is_none())
+                        && self.reprompted_without_running(span, at)
+                    {
+                        // bash after a failed history expansion: no start, no end, a prompt.
+                        self.refused_output(span);
+                        span.end = Some(CommandEnd {
+                            exit_code: None,
+                            at,
+                        });
+                    }
+                    self.prompt_drawn = true;
+                }
                 if self.integration == Integration::Fish && self.prompt_pending.is_some() {
                     // fish sends its prompt mark from the `fish_prompt` event, before its line
                     // editor has the terminal; the editor turns bracketed paste on once it has.
@@ -208,6 +297,7 @@ impl Shell {
                 self.command_start = None;
 
                 if let Some(span) = send.filter(|s| s.end.is_none()) {
+                    self.refused_output(span);
                     span.end = Some(CommandEnd {
                         exit_code: None,
                         at,
@@ -216,6 +306,31 @@ impl Shell {
                 MarkEffect::None
             }
         }
+    }
+
+    /// A line the shell refused: the send's output starts after the echoed input, so that it
+    /// holds the shell's message alone.
+    fn refused_output(&self, span: &mut CommandSpan) {
+        if span.writes_input
+            && span.start.is_none()
+            && let Some(echo) = self.echo
+        {
+            span.start = Some(echo.output_start());
+        }
+    }
+
+    /// Whether a prompt mark at `at` means the shell drew its prompt again for the line the
+    /// send submitted, without running it: all of the input is written, to a prompt that was
+    /// drawn, no command started since, and the new prompt is below the echoed input (readline
+    /// redraws its prompt in place, on the echo's lines, when a paste spans several lines).
+    fn reprompted_without_running(&self, span: &CommandSpan, at: Position) -> bool {
+        span.writes_input
+            && span.start.is_none()
+            && self.command_start.is_none()
+            && !self.input_pending()
+            && self
+                .echo
+                .is_some_and(|e| e.to_drawn_prompt && e.submits && at.line >= e.output_start().line)
     }
 
     /// After each output chunk: whether the terminal has bracketed paste on now (asked only
@@ -250,6 +365,12 @@ impl Shell {
         self.outbox_pos = 0;
         self.first_write = Some(to);
         self.input_for_prompt = to.at_prompt;
+        self.echo = None;
+        self.held = false;
+        if input.submit && printable(&input.text) {
+            let line = input.text.lines().next().unwrap_or_default();
+            self.submitted = Some(line.chars().take(COMMAND_NAME_CHARS).collect());
+        }
         self.line_kept = false;
         self.at_prompt = false;
         self.unreported = None;
@@ -261,16 +382,33 @@ impl Shell {
     pub(super) fn next_write(&self, now: Instant) -> Write {
         if !self.replies.is_empty() {
             Write::Replies
-        } else if self.input_pending() && !self.input_gated() && self.prompt_gate(now).is_none() {
+        } else if self.input_pending()
+            && !self.input_gated()
+            && !self.held
+            && self.prompt_gate(now).is_none()
+        {
             Write::Input
         } else {
             Write::Nothing
         }
     }
 
-    /// Where the input goes, once, just before its first byte is written.
-    pub(super) fn take_first_write(&mut self) -> Option<FirstWrite> {
-        self.first_write.take()
+    /// Where the input goes, once, just before its first byte is written with the cursor at
+    /// `cursor`.
+    pub(super) fn take_first_write(&mut self, cursor: Position) -> Option<FirstWrite> {
+        let mut to = self.first_write.take()?;
+        // Input that waited (typeahead, a slow prompt) goes to the prompt drawn meanwhile; from
+        // now on the shell is busy with it.
+        to.at_prompt |= self.prompt_drawn && self.integrated();
+        self.input_for_prompt = to.at_prompt;
+        self.at_prompt = false;
+        self.echo = Some(Echo {
+            line: cursor.line,
+            lines: 1,
+            to_drawn_prompt: self.prompt_drawn && self.integrated(),
+            submits: false,
+        });
+        Some(to)
     }
 
     /// Encodes the input again before its first byte is written (whether the line editor takes
@@ -303,6 +441,20 @@ impl Shell {
         let done = !self.input_pending();
         if done {
             self.line_submitted = self.input_for_prompt && self.outbox.last() == Some(&b'\r');
+            if let Some(echo) = self.echo.as_mut() {
+                // Known only now: the input may have been encoded again at its first write.
+                let text = self
+                    .outbox
+                    .strip_prefix(&[CLEAR_LINE])
+                    .unwrap_or(&self.outbox);
+                let pasted = text.starts_with(PASTE_START);
+                echo.lines = if pasted {
+                    1 + self.outbox.iter().filter(|&&b| b == b'\n').count() as u64
+                } else {
+                    1
+                };
+                echo.submits = self.outbox.last() == Some(&b'\r');
+            }
             self.drop_input();
         }
         done
@@ -371,6 +523,35 @@ impl Shell {
         self.prompt_gate(now).filter(|_| self.input_pending())
     }
 
+    /// A command of the integrated shell runs (its start mark came, its end has not): text sent
+    /// now is typed ahead unless a program reads the terminal.
+    pub(super) fn command_running(&self) -> bool {
+        self.integrated() && self.command_start.is_some()
+    }
+
+    /// The first line of the text that started the running command, when a send typed it.
+    pub(super) fn running_command(&self) -> Option<&str> {
+        self.running.as_deref().filter(|_| self.command_running())
+    }
+
+    /// Holds the send's input (typeahead) until the running command ends or a program reads the
+    /// terminal.
+    pub(super) fn hold_input(&mut self) {
+        self.held = self.input_pending();
+    }
+
+    /// Typeahead input is held.
+    pub(super) fn input_held(&self) -> bool {
+        self.held && self.input_pending()
+    }
+
+    /// The probe found a program reading the terminal, with all output taken in (the shell at
+    /// its prompt would have printed its end mark first): held typeahead goes to it. True when
+    /// that released held input.
+    pub(super) fn reader_releases_hold(&mut self) -> bool {
+        std::mem::take(&mut self.held) && self.input_pending()
+    }
+
     /// The probe found a program reading the terminal. True when that opened the gate of a
     /// shell that showed no prompt yet (the finding says nothing else then).
     pub(super) fn reader_opens_gate(&mut self) -> bool {
@@ -394,6 +575,35 @@ impl Shell {
     }
 }
 
+/// Whether `text` holds something other than control characters: text made only of them
+/// (`\u0003` is Ctrl-C, `\u0004` EOF) interrupts or ends a program, and is never typeahead.
+pub(super) fn printable(text: &str) -> bool {
+    text.chars().any(|c| !c.is_control())
+}
+
+/// The refusal of text that would only be typed ahead: a command still runs in session
+/// `session` (`command`, when a send typed it; `program`, the foreground program, when it is
+/// not the shell) and nothing reads the terminal.
+pub(super) fn typeahead_refusal(
+    session: &str,
+    command: Option<&str>,
+    program: Option<&str>,
+) -> crate::error::Error {
+    let running = match (command, program) {
+        (Some(c), Some(p)) => format!("`{c}` (foreground program {p})"),
+        (Some(c), None) => format!("`{c}`"),
+        (None, Some(p)) => format!("a command (foreground program {p})"),
+        (None, None) => "a command".to_owned(),
+    };
+    crate::error::Error::FailedPrecondition(format!(
+        "terminal session {session} is still running {running} and nothing reads the \
+         terminal: this text would only be typed ahead, for whichever program reads next. \
+         Wait for the command with an empty send (text \"\", submit false), interrupt it with \
+         keys [\"C-c\"] or Signal, or set typeahead to have the text written once the shell \
+         is back at its prompt"
+    ))
+}
+
 /// The bytes a send writes into `out`: ^U first when the shell kept a refused line, the text
 /// (one bracketed paste when it is multi-line input to an integrated shell's editor that enabled
 /// it; otherwise newlines as Enter, CR), Enter when it submits, then the keys.
@@ -410,7 +620,7 @@ pub(super) fn encode_input(
     }
     let multiline = input.text.contains('\n');
     if to.at_prompt && multiline && bracketed_paste {
-        out.extend_from_slice(b"\x1b[200~");
+        out.extend_from_slice(PASTE_START);
         out.extend_from_slice(input.text.as_bytes());
         out.extend_from_slice(b"\x1b[201~");
     } else if multiline {
@@ -441,6 +651,8 @@ mod tests {
         Saw(Mark),
         /// A send with this text (submitted) begins; it waits until settled.
         Send(&'static str),
+        /// A send with this text, not submitted, begins.
+        Type(&'static str),
         /// A pure wait begins.
         Wait,
         /// The waiting send ended without its end mark (timeout, idle, hang-up).
@@ -453,6 +665,14 @@ mod tests {
         Paste(bool),
         /// The probe found a program reading the terminal.
         Reader,
+        /// The actor holds the send's input as typeahead.
+        Hold,
+        /// The probe found a program reading the terminal, all output taken in.
+        ReaderAfterOutput,
+        /// Checks: the running command a refusal names.
+        Running(Option<&'static str>),
+        /// Checks: where the command that ran before the send ended.
+        RanBefore(Option<u64>),
         /// Time passes.
         Elapse(u64),
         /// Checks: what may be written now.
@@ -490,6 +710,7 @@ mod tests {
             timeout: Duration::from_secs(30),
             idle: Duration::from_secs(5),
             max_result_bytes: 65536,
+            typeahead: false,
         }
     }
 
@@ -511,9 +732,12 @@ mod tests {
                     let span = send.as_mut().map(|(_, s)| s);
                     shell.on_mark(mark, at, now, span);
                 }
-                Send(text) => {
+                Send(text) | Type(text) => {
                     let text = text.to_string();
-                    let input = input(&text);
+                    let input = SendInput {
+                        submit: matches!(step, Send(_)),
+                        ..input(&text)
+                    };
                     shell.begin_input(&input, paste);
                     let span = CommandSpan {
                         writes_input: true,
@@ -533,14 +757,14 @@ mod tests {
                     shell.drop_input();
                 }
                 BeforeFirstWrite => {
-                    let to = shell.take_first_write().expect("a first write");
+                    let to = shell.take_first_write(at).expect("a first write");
                     let (input, _) = send.as_ref().expect("a send");
                     shell.encode_again(input, to, paste);
                 }
                 WriteAll => loop {
                     let write = shell.next_write(now);
                     if write == Write::Input
-                        && let Some(to) = shell.take_first_write()
+                        && let Some(to) = shell.take_first_write(at)
                         && let Some((input, _)) = &send
                     {
                         shell.encode_again(input, to, paste);
@@ -560,6 +784,20 @@ mod tests {
                 }
                 Reader => {
                     shell.reader_opens_gate();
+                }
+                Hold => shell.hold_input(),
+                ReaderAfterOutput => {
+                    shell.reader_releases_hold();
+                }
+                Running(want) => {
+                    assert_eq!(shell.running_command(), *want, "{ctx}");
+                }
+                RanBefore(want) => {
+                    let got = send
+                        .as_ref()
+                        .and_then(|(_, s)| s.ran_before)
+                        .map(|p| p.line);
+                    assert_eq!(got, *want, "{ctx}");
                 }
                 Elapse(ms) => now += Duration::from_millis(*ms),
                 MayWrite(want) => assert_eq!(shell.next_write(now), *want, "{ctx}"),
@@ -748,15 +986,110 @@ mod tests {
     #[test]
     fn rejected_lines_settle_without_an_exit_code() {
         // bash: a syntax error runs nothing (no C), and PROMPT_COMMAND prints D with status 2.
+        // The output is the message alone: it starts on the line after the echoed input (the
+        // input is written on line 5, the echo's line).
         let mut steps = BASH_START.to_vec();
         steps.extend([
             Send("echo ("),
             WriteAll,
             end(2),
             Settled(Some(None)),
+            StartLine(Some(6)),
             AtPrompt(true),
         ]);
         run("bash syntax error", Integration::Bash, &steps);
+        // zsh: a failed history expansion (and a parse error) runs precmd without preexec.
+        let mut steps = ZSH_START.to_vec();
+        steps.extend([
+            Send("echo !nonexistent"),
+            WriteAll,
+            end(1),
+            Settled(Some(None)),
+            StartLine(Some(6)),
+        ]);
+        run("zsh event not found", Integration::Zsh, &steps);
+        // bash: a failed history expansion runs neither PS0 nor PROMPT_COMMAND; only the
+        // prompt (A, B) is drawn again. The next line runs as usual.
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            Send("echo !nonexistent"),
+            WriteAll,
+            Settled(None),
+            A,
+            Settled(Some(None)),
+            StartLine(Some(6)),
+            B,
+            AtPrompt(true),
+            Abandon,
+            Send("echo ok"),
+            Bytes(b"echo ok\r"),
+            WriteAll,
+            A,
+            Settled(Some(None)),
+            Abandon,
+            Send("true"),
+            WriteAll,
+            C,
+            A,
+            Settled(None),
+            end(0),
+            Settled(Some(Some(0))),
+        ]);
+        run("bash event not found", Integration::Bash, &steps);
+        // A multi-line paste echoes each of its lines before the message.
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            Paste(true),
+            Send("echo a\necho ("),
+            WriteAll,
+            end(2),
+            Settled(Some(None)),
+            StartLine(Some(8)),
+        ]);
+        run("bash pasted syntax error", Integration::Bash, &steps);
+        // readline redraws its prompt on the echo's lines after a multi-line paste: the paste
+        // (written on line 6, three lines) runs as usual.
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            Paste(true),
+            Send("for i in 1 2\ndo echo $i\ndone"),
+            WriteAll,
+            A,
+            Settled(None),
+            C,
+            end(0),
+            Settled(Some(Some(0))),
+        ]);
+        run("bash redraws a paste", Integration::Bash, &steps);
+        // Prompt marks that are not a refusal: the B of the prompt the input went to (written
+        // between A and B), a prompt drawn late (the input went in after the settle time,
+        // before it), and a prompt drawn again for input that submitted nothing (Tab).
+        run(
+            "input between A and B",
+            Integration::Bash,
+            &[end(0), A, Send("sleep 1"), WriteAll, B, Settled(None)],
+        );
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            Send("true"),
+            WriteAll,
+            C,
+            end(0),
+            Abandon,
+            Send("echo late"),
+            Elapse(PROMPT_SETTLE.as_millis() as u64),
+            WriteAll,
+            A,
+            B,
+            Settled(None),
+            C,
+            end(0),
+            Settled(Some(Some(0))),
+        ]);
+        run("late prompt", Integration::Bash, &steps);
+        let mut steps = BASH_START.to_vec();
+        steps.extend([Type("ls /u"), WriteAll, A, B, Settled(None)]);
+        run("completion list", Integration::Bash, &steps);
         // fish keeps the refused line in its editor: the next input clears it first.
         run(
             "fish rejected",
@@ -768,6 +1101,7 @@ mod tests {
                 WriteAll,
                 REJECTED,
                 Settled(Some(None)),
+                StartLine(Some(5)),
                 AtPrompt(true),
                 A,
                 Abandon,
@@ -789,6 +1123,102 @@ mod tests {
                 Settled(Some(None)),
             ],
         );
+    }
+
+    #[test]
+    fn typeahead_waits_for_the_running_command_and_its_prompt() {
+        // A command runs; typeahead is held through its output, goes in at the prompt after its
+        // end, and settles at its own end; the send's output is the command's rest (up to its
+        // end, line 14) and then its own (from its start, line 24).
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            Send("sleep 5"),
+            WriteAll,
+            C,
+            Running(Some("sleep 5")),
+            Abandon,
+            Send("echo typed"),
+            Hold,
+            MayWrite(Write::Nothing),
+            Elapse(10_000),
+            MayWrite(Write::Nothing),
+            end(0),
+            Settled(None),
+            RanBefore(Some(14)),
+            Running(None),
+            MayWrite(Write::Nothing),
+            A,
+            B,
+            MayWrite(Write::Input),
+            WriteAll,
+            AtPrompt(false),
+            C,
+            Running(Some("echo typed")),
+            end(0),
+            Settled(Some(Some(0))),
+            StartLine(Some(24)),
+        ]);
+        run("held until the prompt", Integration::Bash, &steps);
+        // A program of the command reads the terminal: the typeahead is its input.
+        let mut steps = ZSH_START.to_vec();
+        steps.extend([
+            Send("sleep 1; read x"),
+            WriteAll,
+            C,
+            Abandon,
+            Send("value"),
+            Hold,
+            MayWrite(Write::Nothing),
+            ReaderAfterOutput,
+            MayWrite(Write::Input),
+            WriteAll,
+            end(0),
+            Settled(Some(Some(0))),
+            RanBefore(None),
+        ]);
+        run("held until a reader", Integration::Zsh, &steps);
+        // Text that only answered a program names no command.
+        run(
+            "no typed command",
+            Integration::Fish,
+            &[A, Paste(true), Running(None), C, Running(None)],
+        );
+    }
+
+    #[test]
+    fn typeahead_is_text_with_something_besides_control_characters() {
+        let cases = [
+            ("echo typed", true),
+            ("\u{3}", false),
+            ("\u{4}", false),
+            ("\u{1b}\r\n", false),
+            ("", false),
+            ("\u{3}q", true),
+            ("é", true),
+        ];
+        for (text, want) in cases {
+            assert_eq!(printable(text), want, "{text:?}");
+        }
+        let cases = [
+            (
+                Some("sleep 5"),
+                Some("sleep"),
+                "running `sleep 5` (foreground program sleep)",
+            ),
+            (Some("sleep 5"), None, "running `sleep 5` and"),
+            (
+                None,
+                Some("make"),
+                "running a command (foreground program make)",
+            ),
+            (None, None, "running a command and"),
+        ];
+        for (command, program, want) in cases {
+            let message = typeahead_refusal("t1", command, program).to_string();
+            assert!(message.contains(want), "{message}");
+            assert!(message.contains("terminal session t1"), "{message}");
+            assert!(message.contains("typeahead"), "{message}");
+        }
     }
 
     #[test]
@@ -884,6 +1314,21 @@ mod tests {
             Write::Nothing,
             "the input still waits"
         );
+    }
+
+    #[test]
+    fn answers_a_command_left_unread_are_dropped_when_it_ends() {
+        let now = Instant::now();
+        let at = Position::default();
+        let mut shell = Shell::new(Integration::Bash);
+        shell.on_mark(&Mark::CommandStart, at, now, None);
+        shell.queue_replies(b"\x1b[1;1R");
+        shell.on_mark(&Mark::CommandEnd(Some(0)), at, now, None);
+        assert!(!shell.replies_pending(), "the command that asked ended");
+        // Answers queued after the end (the shell's own query at its prompt) stay.
+        shell.queue_replies(b"\x1b[0n");
+        shell.on_mark(&Mark::PromptStart, at, now, None);
+        assert_eq!(shell.pending(Write::Replies), b"\x1b[0n");
     }
 
     #[test]
