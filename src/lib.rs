@@ -17,12 +17,16 @@
 //! - `session`: one actor task per PTY session: the loop and handlers (`session/actor.rs`),
 //!   the shell's state machine (`shell.rs`, pure), the send in flight (`send.rs`), jobs
 //!   (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin probe's
-//!   schedule (`probe.rs`) and the Watch feed (`watchers.rs`).
+//!   schedule (`probe.rs`), the Watch feed (`watchers.rs`) and where output reads land
+//!   (`capture.rs`: the journal).
+//! - `state`: what outlives the daemon (the state directory and its lock, id counters, session
+//!   records in `state/record.rs`, the mmap'd output journal in `state/journal.rs`).
 //! - [`process`]: the OS side of a session: `process::pty` (spawning on a PTY, non-blocking
 //!   master I/O), [`process::helper`] (the per-session helper, a subreaper that owns the
 //!   process tree), [`process::cgroup`] (one cgroup v2 per session, under one parent per
 //!   daemon), [`process::reaper`] (finding and ending a session's process tree),
-//!   [`process::procfs`] (named `/proc` reads), `process::fd` (fd helpers on nix).
+//!   [`process::procfs`] (named `/proc` reads), `process::fd` (fd helpers on nix),
+//!   `process::handover` (the PTY master passed from a helper to an adopting daemon).
 //! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
 //!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
 //!   vt100 lacks in `xterm`), the emulator state and its line reads (`state`), history recording

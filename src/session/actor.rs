@@ -411,6 +411,7 @@ impl Actor {
         let now = Instant::now();
         if self.active.is_none() && self.rest_due.is_some_and(|at| now >= at) {
             self.rest_due = None;
+            self.capture.rest();
             if self.terminal.rest() {
                 crate::memory::trim_soon();
             }

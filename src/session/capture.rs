@@ -57,6 +57,13 @@ impl Capture {
         }
     }
 
+    /// The session went idle: its journal window need not stay resident.
+    pub(super) fn rest(&mut self) {
+        if let Some(journal) = &mut self.journal {
+            journal.rest();
+        }
+    }
+
     /// Hands the `n` bytes the last read took to `use_them` (and records them in the journal).
     pub(super) fn take<R>(&mut self, n: usize, use_them: impl FnOnce(&[u8]) -> R) -> R {
         match &mut self.journal {

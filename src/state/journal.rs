@@ -17,7 +17,7 @@
 //! at most one window per session.
 
 use nix::fcntl::{FallocateFlags, fallocate};
-use nix::sys::mman::{MapFlags, ProtFlags, mmap, munmap};
+use nix::sys::mman::{MapFlags, MmapAdvise, ProtFlags, madvise, mmap, munmap};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::num::NonZeroUsize;
@@ -110,6 +110,15 @@ impl Journal {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(start), self.used - start) }
     }
 
+    /// Lets the kernel take back the window's pages from this process (an idle session): the
+    /// bytes stay in the file's page cache, and the next read maps them in again.
+    pub(crate) fn rest(&mut self) {
+        // SAFETY: `map` is a live WINDOW-byte shared file mapping; MADV_DONTNEED on it only
+        // drops this process's page-table entries (the file keeps its content), and no borrow
+        // of the mapping outlives `&mut self`.
+        let _ = unsafe { madvise(self.map.cast(), WINDOW, MmapAdvise::MADV_DONTNEED) };
+    }
+
     fn unmap(&mut self) {
         // SAFETY: `map` is a live WINDOW-byte mapping made by `map_window`; no borrow of it
         // outlives the `&mut self` this runs under.
@@ -197,6 +206,7 @@ mod tests {
         let (mut again, content) = Journal::reopen(&path).unwrap();
         assert_eq!(content, first);
         drop(journal);
+        again.rest();
         write(&mut again, b"more");
         drop(again);
         let (_, content) = Journal::reopen(&path).unwrap();
