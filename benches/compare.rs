@@ -12,7 +12,7 @@
 //! makes itself the subreaper of everything it starts).
 //!
 //! Arguments: `cargo bench --bench compare -- [CASE...]` runs only the named cases (`send`,
-//! `mcp`, `stdin`, `ingest`, `paging`, `scale`, `memory`, `emulator`; `send` includes the Python
+//! `mcp`, `stdin`, `ingest`, `paging`, `scale`, `memory`, `emulator`, `adopt`; `send` includes the Python
 //! grpcio client's row, from `benches/python_send.py`); `-- feed STREAM [MB] [CHUNK]`
 //! only feeds a generated stream (`base64`, `seq`, `ls`) through the in-process terminal model,
 //! chunk by chunk as the session actor does, for profiling under callgrind.
@@ -374,7 +374,10 @@ impl Daemon {
         let config = setup.dir.path().join(format!("{name}.toml"));
         std::fs::write(
             &config,
-            format!("close_grace_ms = 200\n[limits]\nsessions_total = {sessions_total}\n"),
+            format!(
+                "close_grace_ms = 200\nstate_dir = \"{}\"\n[limits]\nsessions_total = {sessions_total}\n",
+                setup.dir.path().join(format!("{name}-state")).display()
+            ),
         )
         .expect("write the daemon's config file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ptyd"));
@@ -1597,6 +1600,111 @@ fn case_scale(setup: &Setup, rows: &mut Vec<Row>) {
 }
 
 /// Typical 60-character output lines (an `ls -l`-like listing), deterministic.
+/// Sessions the adoption case leaves to a killed daemon, and the history lines each holds.
+const ADOPT_SESSIONS: usize = 100;
+const ADOPT_LINES: u64 = 10_000;
+
+/// Re-adoption (issue 14): a daemon serving `ADOPT_SESSIONS` idle sessions with `ADOPT_LINES`
+/// lines of history each is killed with SIGKILL; the time from starting its successor on the
+/// same state directory until every session has answered a Read of its newest line (its
+/// terminal rebuilt from the journal) is the row's figure.
+fn case_adopt(setup: &Setup, rows: &mut Vec<Row>) {
+    eprintln!("adopt: {ADOPT_SESSIONS} sessions of {ADOPT_LINES} lines ...");
+    let sessions_total = ADOPT_SESSIONS + 8;
+    let agents = ADOPT_SESSIONS.div_ceil(25);
+    let first = Daemon::spawn(setup, "adopt", sessions_total);
+    let client = Client::connect(&first.socket);
+    let ids: Vec<(String, String)> = client.rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..ADOPT_SESSIONS {
+            let mut c = client.terminals.clone();
+            let agent = format!("adopt{}", i % agents);
+            set.spawn(async move {
+                let sid = c
+                    .open(OpenRequest {
+                        agent_id: agent.clone(),
+                        r#type: "bash".into(),
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("Open")
+                    .into_inner()
+                    .session
+                    .expect("session")
+                    .session_id;
+                let r = c
+                    .send(SendRequest {
+                        agent_id: agent.clone(),
+                        session_id: sid.clone(),
+                        text: format!("seq 1 {ADOPT_LINES}"),
+                        timeout_ms: 600_000,
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("Send");
+                drop(r);
+                (agent, sid)
+            });
+            while set.len() >= 8 {
+                let _ = set.join_next().await;
+            }
+        }
+        let mut ids = Vec::new();
+        while let Some(done) = set.join_next().await {
+            ids.push(done.expect("join"));
+        }
+        ids
+    });
+    drop(client);
+    let socket = first.socket.clone();
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(first.pid(), libc::SIGKILL);
+    }
+    drop(first);
+    let _ = std::fs::remove_file(&socket);
+    let t0 = Instant::now();
+    let second = Daemon::spawn(setup, "adopt", sessions_total);
+    let client = Client::connect(&second.socket);
+    let complete = client.rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for (agent, sid) in ids.clone() {
+            let mut c = client.terminals.clone();
+            set.spawn(async move {
+                let page = c
+                    .read(ReadRequest {
+                        agent_id: agent,
+                        session_id: sid,
+                        count: 1,
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("Read")
+                    .into_inner();
+                page.total_lines >= ADOPT_LINES
+            });
+        }
+        let mut complete = 0;
+        while let Some(done) = set.join_next().await {
+            complete += usize::from(done.expect("join"));
+        }
+        complete
+    });
+    let took = t0.elapsed();
+    drop(client);
+    drop(second);
+    rows.push(Row {
+        case: format!("re-adoption of {ADOPT_SESSIONS} idle sessions x {ADOPT_LINES} lines"),
+        ptyd: format!("{:.0} ms ({complete}/{ADOPT_SESSIONS} complete)", ms(took)),
+        baselines: String::new(),
+        ratio: String::new(),
+        bar: "< 2 s".into(),
+        pass: Some(took < Duration::from_secs(2) && complete == ADOPT_SESSIONS),
+        json: json!({"ms": ms(took), "sessions": ADOPT_SESSIONS, "lines": ADOPT_LINES,
+                     "complete": complete}),
+    });
+}
+
 fn typical_lines() -> Vec<String> {
     let mut x: u64 = 0x2545_F491_4F6C_DD1D;
     (0..MEMORY_LINES)
@@ -1895,6 +2003,9 @@ fn main() {
     }
     if wanted("memory") {
         case_memory(&mut rows);
+    }
+    if wanted("adopt") {
+        case_adopt(&setup, &mut rows);
     }
     if wanted("emulator") {
         case_emulator(&mut rows);

@@ -73,6 +73,13 @@ pub enum Verb {
         #[arg(long, value_name = "MODE")]
         process_tracking: Option<crate::process::ProcessTracking>,
     },
+    /// After the systemd unit stopped: end the sessions it left, unless the daemon crashed.
+    ///
+    /// Example: ptyd stop-post   (the unit's ExecStopPost= runs it; it reads $SERVICE_RESULT)
+    ///
+    /// A stop that was asked for (SERVICE_RESULT=success or timeout) ends every process left in
+    /// the unit's cgroup; after a crash the sessions stay for the restarted daemon to adopt.
+    StopPost,
     /// Run the ACP agent shim on stdio (for Zed and other ACP editors).
     ///
     /// Example: ptyd acp --type shell
@@ -259,9 +266,13 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
     })?;
     let agent_id = global.agent.clone();
     let (rendered, typed, status): (String, Value, i32) = match verb {
-        Verb::Serve { .. } | Verb::Acp(_) | Verb::Mcp(_) | Verb::Completions { .. } => {
+        Verb::Serve { .. }
+        | Verb::Acp(_)
+        | Verb::Mcp(_)
+        | Verb::StopPost
+        | Verb::Completions { .. } => {
             return Err(CliError(
-                "serve, acp and completions are not client verbs".into(),
+                "serve, acp, mcp, stop-post and completions are not client verbs".into(),
             ));
         }
         Verb::Open {

@@ -73,6 +73,16 @@ pub struct Config {
     /// How Close finds every process of a session: one cgroup v2 per session, a per-session
     /// subreaper, or `Auto` (cgroup when the daemon has a writable cgroup v2 subtree).
     pub process_tracking: crate::process::ProcessTracking,
+    /// How long a session's helper keeps the session's processes once no daemon is attached,
+    /// waiting for a new daemon to adopt them; then it ends them as Close would. Zero: forever.
+    pub adoption_grace: Duration,
+    /// Where the daemon keeps what a successor needs to adopt its sessions; `None`:
+    /// `$XDG_STATE_HOME/ptyd` (else `~/.local/state/ptyd`).
+    pub state_dir: Option<PathBuf>,
+    /// Whether sessions are kept in the state directory for a successor to adopt. Not a file
+    /// key: off only for the private daemon `ptyd mcp`/`ptyd acp` serve inside their own
+    /// process when no daemon answers (its sessions end with it, and several may run at once).
+    pub outlive_daemon: bool,
 }
 
 impl Default for Config {
@@ -112,6 +122,9 @@ impl Default for Config {
             allow_background: true,
             close_grace: Duration::from_millis(500),
             process_tracking: crate::process::ProcessTracking::Auto,
+            adoption_grace: Duration::from_millis(900_000),
+            state_dir: None,
+            outlive_daemon: true,
         }
     }
 }
@@ -314,6 +327,10 @@ struct ConfigFile {
     allow_background: Option<bool>,
     /// `Config::close_grace`, in milliseconds.
     close_grace_ms: Option<u64>,
+    /// `Config::adoption_grace`, in milliseconds (0: forever).
+    adoption_grace_ms: Option<u64>,
+    /// `Config::state_dir`; `~` and `~/...` expand to `$HOME`.
+    state_dir: Option<String>,
     /// `Config::process_tracking`: `auto`, `cgroup` or `subreaper`.
     process_tracking: Option<String>,
     /// `[limits]`.
@@ -493,6 +510,23 @@ fn workspace_root(raw: &str) -> Result<PathBuf, FileError> {
     Ok(path)
 }
 
+/// `state_dir`: an absolute path (or `~/...`); created at start when missing.
+fn state_dir(raw: &str) -> Result<PathBuf, FileError> {
+    let path = match raw.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(rest))
+            .ok_or_else(|| FileError::at("state_dir", "`~` needs HOME to be set"))?,
+        None => PathBuf::from(raw),
+    };
+    if !path.is_absolute() {
+        return Err(FileError::at(
+            "state_dir",
+            format!("must be an absolute path (or start with ~/), got {raw:?}"),
+        ));
+    }
+    Ok(path)
+}
+
 /// Checks one `[[types]]` entry (the `index`th) and turns it into a `TerminalType`.
 fn terminal_type(index: usize, t: TypeFile) -> Result<TerminalType, FileError> {
     let key = |field: &str| format!("types[{index}].{field}");
@@ -585,6 +619,14 @@ impl ConfigFile {
         }
         if let Some(ms) = self.close_grace_ms {
             config.close_grace = Duration::from_millis(ranged("close_grace_ms", ms, 0, 60_000)?);
+        }
+        if let Some(ms) = self.adoption_grace_ms {
+            // Up to a week: long enough for any planned downtime, short enough to be a bound.
+            config.adoption_grace =
+                Duration::from_millis(ranged("adoption_grace_ms", ms, 0, 604_800_000)?);
+        }
+        if let Some(raw) = &self.state_dir {
+            config.state_dir = Some(state_dir(raw)?);
         }
         if let Some(mode) = &self.process_tracking {
             config.process_tracking = mode.parse().map_err(|_| {
@@ -718,7 +760,7 @@ mod tests {
     /// The fields a file can set, for comparing whole configurations.
     fn settings(c: &Config) -> String {
         format!(
-            "{:?} {:?} {} {} {} {} {:?} {:?} {:?} {:?} {:?} {} {:?} {:?}",
+            "{:?} {:?} {} {} {} {} {:?} {:?} {:?} {:?} {:?} {} {:?} {:?} {:?} {:?}",
             c.types,
             c.limits,
             c.cols,
@@ -732,7 +774,9 @@ mod tests {
             c.workspace_root,
             c.allow_root,
             c.close_grace,
-            c.process_tracking
+            c.process_tracking,
+            c.adoption_grace,
+            c.state_dir
         )
     }
 
@@ -822,6 +866,8 @@ workspace_root = "{}"
 allow_root = true
 allow_background = false
 close_grace_ms = 250
+adoption_grace_ms = 0
+state_dir = "/var/tmp/ptyd-state"
 process_tracking = "subreaper"
 [limits]
 sessions_per_agent = 2
@@ -845,6 +891,11 @@ defaults = {{ PAGER = "less", EDITOR = "true" }}
         assert!(c.allow_root);
         assert!(!c.allow_background);
         assert_eq!(c.close_grace, Duration::from_millis(250));
+        assert_eq!(c.adoption_grace, Duration::ZERO);
+        assert_eq!(
+            c.state_dir.as_deref(),
+            Some(Path::new("/var/tmp/ptyd-state"))
+        );
         assert_eq!(
             c.process_tracking,
             crate::process::ProcessTracking::Subreaper
@@ -984,6 +1035,12 @@ argv = ["python3", "-I"]
             "-1",
         );
         assert_rejected("close_grace_ms = 600000\n", "close_grace_ms", "between 0");
+        assert_rejected(
+            "adoption_grace_ms = 604800001\n",
+            "adoption_grace_ms",
+            "between 0",
+        );
+        assert_rejected("state_dir = \"relative\"\n", "state_dir", "absolute");
         assert_rejected("allow_root = \"yes\"\n", "allow_root", "invalid type");
         assert_rejected(
             "process_tracking = \"pids\"\n",

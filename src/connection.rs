@@ -100,7 +100,10 @@ pub async fn probe(socket: &Path) -> Option<Daemon> {
 
 /// Serves a daemon in this process on `<private temp dir>/ptyd.sock` and connects to it.
 async fn start_in_process(verb: &str) -> crate::Result<Connection> {
-    let config = crate::config::Config::load(None)?;
+    let mut config = crate::config::Config::load(None)?;
+    // A private daemon: its sessions end with this process, and it claims no state directory
+    // (another front-end's private daemon, or `ptyd serve`, may use it).
+    config.outlive_daemon = false;
     let allow_background = config.allow_background;
     let dir = tempfile::Builder::new()
         .prefix(&format!("ptyd-{verb}-"))

@@ -5,7 +5,10 @@
 //! # Layout
 //! - [`server`]: `ptyd serve`'s start-up ([`server::run`]: config, signals, socket activation or
 //!   bind, the TCP token), the socket, the peer check and the refusal another user gets, the
-//!   caller's deadline, and `serve(listener, config, shutdown)`.
+//!   caller's deadline, upgrade in place on SIGHUP (`server/upgrade.rs`, the calls in flight
+//!   answered by `server/drain.rs`), and `serve(listener, config, shutdown)`.
+//! - [`stop_post`]: `ptyd stop-post`, the systemd unit's `ExecStopPost=`: ends what a stopped
+//!   daemon left unless it crashed.
 //! - `h2_authority`: accepts clients that send the socket path as HTTP/2 `:authority`.
 //! - `service`: the gRPC `Terminals` service (protocol only: validate, registry, session,
 //!   `pb` response) and the error-to-status table.
@@ -14,12 +17,16 @@
 //! - `session`: one actor task per PTY session: the loop and handlers (`session/actor.rs`),
 //!   the shell's state machine (`shell.rs`, pure), the send in flight (`send.rs`), jobs
 //!   (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin probe's
-//!   schedule (`probe.rs`) and the Watch feed (`watchers.rs`).
+//!   schedule (`probe.rs`), the Watch feed (`watchers.rs`) and where output reads land
+//!   (`capture.rs`: the journal).
+//! - `state`: what outlives the daemon (the state directory and its lock, id counters, session
+//!   records in `state/record.rs`, the mmap'd output journal in `state/journal.rs`).
 //! - [`process`]: the OS side of a session: `process::pty` (spawning on a PTY, non-blocking
 //!   master I/O), [`process::helper`] (the per-session helper, a subreaper that owns the
 //!   process tree), [`process::cgroup`] (one cgroup v2 per session, under one parent per
 //!   daemon), [`process::reaper`] (finding and ending a session's process tree),
-//!   [`process::procfs`] (named `/proc` reads), `process::fd` (fd helpers on nix).
+//!   [`process::procfs`] (named `/proc` reads), `process::fd` (fd helpers on nix),
+//!   `process::handover` (the PTY master passed from a helper to an adopting daemon).
 //! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
 //!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
 //!   vt100 lacks in `xterm`), the emulator state and its line reads (`state`), history recording
@@ -61,6 +68,8 @@ pub mod screen;
 pub mod server;
 pub(crate) mod service;
 pub(crate) mod session;
+pub(crate) mod state;
+pub mod stop_post;
 pub(crate) mod validate;
 pub mod waiting;
 

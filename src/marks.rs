@@ -109,6 +109,11 @@ impl MarkKey {
         MarkKey(None)
     }
 
+    /// The key a previous daemon saved (its `text`), for a session adopted from it.
+    pub(crate) fn from_saved(text: &str) -> MarkKey {
+        MarkKey(Some(text.into()))
+    }
+
     /// The key's text, handed to the integration; `None` for `unverified`.
     pub(crate) fn text(&self) -> Option<&str> {
         self.0.as_deref()

@@ -38,6 +38,11 @@ impl From<Status> for SessionStatus {
                 exit_code: None,
                 signal: Some(s.as_str().to_owned()),
             },
+            Status::Exited(ExitKind::Lost) => SessionStatus {
+                state: "exited".into(),
+                exit_code: None,
+                signal: None,
+            },
         }
     }
 }

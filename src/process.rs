@@ -4,10 +4,11 @@
 //!
 //! Imports point one way: `pty` uses the others; `reaper` and `cgroup` use `procfs` and `fd`
 //! (`cgroup` also implements `reaper`'s `Members`); `tracking` uses `cgroup`; `helper` uses
-//! `procfs`, `fd` and `reaper`'s `stop_all`; `procfs` and `fd` use nothing of the crate.
+//! `procfs`, `fd`, `handover` and `reaper`'s `stop_all`; `procfs` and `fd` use nothing of the crate.
 
 pub mod cgroup;
 pub(crate) mod fd;
+pub(crate) mod handover;
 pub mod helper;
 pub mod procfs;
 pub(crate) mod pty;

@@ -9,6 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::session::SessionHandle;
+use crate::state::{Counters, StateDir};
 use dashmap::DashMap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -117,6 +118,10 @@ pub(crate) struct Registry {
     /// Sessions being closed right now (so a second Close answers ALREADY_CLOSING).
     closing: DashMap<u64, String>,
     next_session: AtomicU64,
+    /// Where the id counters are kept across daemons, when they are.
+    state: Option<Arc<StateDir>>,
+    /// Serialises counter saves, so a save never writes older values over newer ones.
+    saving: Mutex<()>,
 }
 
 /// Parses "t12" into 12.
@@ -130,6 +135,72 @@ fn job_number(id: &str) -> Option<u64> {
 }
 
 impl Registry {
+    /// A registry whose ids continue after those the daemons before it issued from `state`
+    /// (and are recorded there as they are issued).
+    pub(crate) fn with_state(state: Arc<StateDir>) -> Registry {
+        let counters = state.counters();
+        Registry {
+            next_session: AtomicU64::new(counters.sessions),
+            next_job: AtomicU64::new(counters.jobs),
+            state: Some(state),
+            ..Registry::default()
+        }
+    }
+
+    /// The state directory, when sessions are kept for a successor.
+    pub(crate) fn state(&self) -> Option<&Arc<StateDir>> {
+        self.state.as_ref()
+    }
+
+    /// Records the counters before an id they cover is handed out: a daemon killed right after
+    /// cannot have its successor issue the same id.
+    fn save_counters(&self) {
+        if let Some(state) = &self.state {
+            let _one_at_a_time = self.saving.lock().unwrap_or_else(|e| e.into_inner());
+            let counters = Counters {
+                sessions: self.next_session.load(Ordering::Relaxed),
+                jobs: self.next_job.load(Ordering::Relaxed),
+            };
+            if let Err(e) = state.save_counters(counters) {
+                tracing::warn!(error = %e, "could not record the id counters");
+            }
+        }
+    }
+
+    /// Serves a session adopted from a previous daemon under its id and owner (it takes a slot
+    /// but is not refused by the limits: it exists already), with its jobs; ids issued later
+    /// continue after it.
+    pub(crate) fn adopt(&self, owner: &str, handle: SessionHandle, jobs: &[String]) {
+        let Some(n) = session_number(&handle.spec.id) else {
+            return;
+        };
+        self.next_session.fetch_max(n, Ordering::Relaxed);
+        for job in jobs {
+            if let Some(j) = job_number(job) {
+                self.next_job.fetch_max(j, Ordering::Relaxed);
+                self.jobs.insert(
+                    j,
+                    JobEntry {
+                        owner: owner.to_owned(),
+                        handle: handle.clone(),
+                    },
+                );
+            }
+        }
+        self.save_counters();
+        let Ok(slot) = self.slots.take(owner, usize::MAX, usize::MAX) else {
+            return;
+        };
+        self.sessions.insert(
+            n,
+            Entry {
+                owner: owner.to_owned(),
+                handle,
+                _slot: slot,
+            },
+        );
+    }
+
     /// Takes a session slot for `owner` (at most `per_agent` for one agent, `total` in all,
     /// counting sessions still starting) and issues the new session's id, which is never reused
     /// during the daemon's lifetime.
@@ -141,6 +212,7 @@ impl Registry {
     ) -> Result<Reservation> {
         let slot = self.slots.take(owner, per_agent, total)?;
         let n = self.next_session.fetch_add(1, Ordering::Relaxed) + 1;
+        self.save_counters();
         Ok(Reservation {
             id: format!("t{n}"),
             slot,
@@ -219,6 +291,7 @@ impl Registry {
     /// can still be running: a session runs one send at a time).
     pub(crate) fn insert_job(&self, owner: &str, handle: SessionHandle, keep: usize) -> String {
         let n = self.next_job.fetch_add(1, Ordering::Relaxed) + 1;
+        self.save_counters();
         let mut mine: Vec<(u64, String)> = self
             .jobs
             .iter()

@@ -121,7 +121,10 @@ impl Terminals {
             self.config.limits.sessions_total,
         )?;
         let id = reservation.id().to_owned();
-        let mut env = self.config.session_env(&id, ty, &req.env, std::env::vars());
+        // The variables that describe the daemon's own start (its handed-over sockets) are
+        // never a session's, whatever the allowlist says.
+        let daemon_env = std::env::vars().filter(|(name, _)| !crate::server::is_handover_var(name));
+        let mut env = self.config.session_env(&id, ty, &req.env, daemon_env);
         let mut argv = ty.argv.clone();
         // Every session gets a key, one without integration too: then no mark counts.
         let mark_key = MarkKey::generate()
@@ -151,7 +154,12 @@ impl Terminals {
             close_grace: self.config.close_grace,
             process_tracking: self.config.process_tracking,
         };
-        let handle = SessionHandle::start(spec).await?;
+        let persist = self.registry.state().map(|state| crate::session::Persist {
+            files: state.session(&spec.id),
+            owner: req.agent_id.clone(),
+            grace: self.config.adoption_grace,
+        });
+        let handle = SessionHandle::start(spec, persist).await?;
         let ready = handle.ready().await?;
         if let Status::Exited(_) = handle.state().status {
             let detail = render::tail_fit(&ready.motd, 400).to_owned();
@@ -399,6 +407,34 @@ impl Terminals {
             .and_then(crate::process::procfs::comm)
             .unwrap_or_default();
         pb::session_info(handle, state, cwd, foreground)
+    }
+
+    /// Serves every session a previous daemon left in the state directory under its id and
+    /// owner; returns how many.
+    pub(crate) async fn adopt_all(&self) -> usize {
+        let Some(state) = self.registry.state().cloned() else {
+            return 0;
+        };
+        let mut adopting = tokio::task::JoinSet::new();
+        for (files, record) in state.left_sessions() {
+            let tracking = self.config.process_tracking;
+            adopting.spawn(async move {
+                let owner = record.owner.clone();
+                let jobs: Vec<String> = record.jobs.iter().map(|j| j.id.clone()).collect();
+                let handle = SessionHandle::adopt(files, record, tracking).await;
+                handle.map(|h| (owner, h, jobs))
+            });
+        }
+        let mut adopted = 0;
+        while let Some(done) = adopting.join_next().await {
+            if let Ok(Some((owner, handle, jobs))) = done {
+                tracing::info!(session = %handle.spec.id, agent = %owner,
+                    status = %crate::session::status_text(handle.state().status), "adopted");
+                self.registry.adopt(&owner, handle, &jobs);
+                adopted += 1;
+            }
+        }
+        adopted
     }
 
     /// Closes every session (daemon shutdown).

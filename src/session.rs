@@ -7,6 +7,7 @@
 
 mod actor;
 mod aim;
+mod capture;
 mod jobs;
 mod kill;
 mod probe;
@@ -248,6 +249,57 @@ pub(crate) enum Command {
     Signal(Signal, oneshot::Sender<Result<i32>>),
 }
 
+/// Where a session is kept for a daemon that may adopt it: its files in the state directory, its
+/// owner, and how long its helper waits for a new daemon once this one is gone.
+pub(crate) struct Persist {
+    pub(crate) files: crate::state::SessionFiles,
+    pub(crate) owner: String,
+    pub(crate) grace: Duration,
+}
+
+/// What the actor keeps for a successor, and what it takes over from a predecessor.
+#[derive(Default)]
+pub(crate) struct Kept {
+    journal: Option<crate::state::journal::Journal>,
+    store: Option<crate::state::SessionStore>,
+    replay: Option<Replay>,
+}
+
+/// What an adopted session's actor replays before it serves: the journal's content, the jobs,
+/// and how the program ended when that was known at adoption.
+pub(crate) struct Replay {
+    output: Vec<u8>,
+    jobs: Vec<crate::state::record::JobRecord>,
+    exit: Option<ExitKind>,
+}
+
+/// The pure wait that resumes a job an adopted session was running when its daemon died, until
+/// the deadline and with the idle time its send had (`wait`, as recorded); a record without
+/// them gets the longest wait a send may have.
+fn resumed_wait(wait: Option<(i64, u64)>) -> SendInput {
+    let (timeout, idle) = match wait {
+        Some((deadline_ms, idle_ms)) => (
+            Duration::from_millis(
+                deadline_ms
+                    .saturating_sub(unix_ms(SystemTime::now()))
+                    .max(1) as u64,
+            ),
+            Duration::from_millis(idle_ms),
+        ),
+        None => (Duration::from_secs(600), Duration::from_secs(5)),
+    };
+    SendInput {
+        text: String::new(),
+        submit: false,
+        keys: Vec::new(),
+        timeout,
+        idle,
+        max_result_bytes: crate::validate::DEFAULT_MAX_RESULT_BYTES,
+        // An empty wait types nothing, so there is nothing to hold for a prompt.
+        typeahead: false,
+    }
+}
+
 /// A cheap handle to a session actor.
 #[derive(Clone)]
 pub struct SessionHandle {
@@ -257,6 +309,8 @@ pub struct SessionHandle {
     pub pid: u32,
     /// Milliseconds since the epoch when it opened.
     pub created_unix_ms: i64,
+    /// Adopted at start from a previous daemon.
+    pub adopted: bool,
     commands: mpsc::Sender<Command>,
     state: watch::Receiver<SessionState>,
     /// Ends the actor (and so the session's processes).
@@ -266,24 +320,152 @@ pub struct SessionHandle {
 }
 
 impl SessionHandle {
-    /// Spawns the program and its actor. Fails when the program cannot be started.
-    pub async fn start(spec: SessionSpec) -> Result<SessionHandle> {
-        let pty = Pty::spawn(
+    /// Spawns the program and its actor, kept in the state directory as `persist` says (when it
+    /// is given, or the journal cannot be made, the session simply ends with this daemon).
+    /// Fails when the program cannot be started.
+    pub(crate) async fn start(
+        spec: SessionSpec,
+        persist: Option<Persist>,
+    ) -> Result<SessionHandle> {
+        let journal = persist.as_ref().and_then(|p| {
+            let made = p
+                .files
+                .create()
+                .and_then(|()| crate::state::journal::Journal::create(&p.files.journal()));
+            made.inspect_err(|e| {
+                tracing::warn!(session = %spec.id, error = %e,
+                    "cannot keep the session in the state directory; it ends with this daemon");
+                p.files.remove();
+            })
+            .ok()
+        });
+        let persist = persist.filter(|_| journal.is_some());
+        let adoption = persist
+            .as_ref()
+            .map(|p| crate::process::pty::AdoptionSocket {
+                path: p.files.socket(),
+                grace: p.grace,
+            });
+        let spawned = Pty::spawn(
             &spec.argv,
             &spec.env,
             &spec.cwd,
             spec.cols,
             spec.rows,
             spec.process_tracking,
+            adoption,
         )
-        .await
-        .map_err(|e| {
-            Error::FailedPrecondition(format!(
-                "type {:?} could not be started ({}): {e}",
-                spec.type_name,
-                spec.argv.first().map(String::as_str).unwrap_or("")
-            ))
-        })?;
+        .await;
+        let pty = match spawned {
+            Ok(pty) => pty,
+            Err(e) => {
+                if let Some(p) = &persist {
+                    p.files.remove();
+                }
+                return Err(Error::FailedPrecondition(format!(
+                    "type {:?} could not be started ({}): {e}",
+                    spec.type_name,
+                    spec.argv.first().map(String::as_str).unwrap_or("")
+                )));
+            }
+        };
+        let pid = pty.pid();
+        let created_unix_ms = unix_ms(SystemTime::now());
+        let store = persist.map(|p| {
+            let record = crate::state::record::SessionRecord {
+                id: spec.id.clone(),
+                owner: p.owner,
+                name: spec.name.clone(),
+                type_name: spec.type_name.clone(),
+                cols: spec.cols,
+                rows: spec.rows,
+                created_unix_ms,
+                cwd: spec.cwd.clone(),
+                integration: spec.integration.name().to_owned(),
+                mark_key: spec.mark_key.text().map(str::to_owned),
+                history_lines: spec.history_lines,
+                history_bytes: spec.history_bytes,
+                close_grace_ms: spec.close_grace.as_millis() as u64,
+                pid,
+                jobs: Vec::new(),
+            };
+            crate::state::SessionStore::new(p.files, record)
+        });
+        let kept = Kept {
+            journal,
+            store,
+            replay: None,
+        };
+        Ok(SessionHandle::run(spec, pty, created_unix_ms, kept))
+    }
+
+    /// Serves a session a previous daemon left in the state directory: takes its terminal over
+    /// from its helper (or, when the helper is gone, serves what its journal kept, as exited),
+    /// and replays its journal before the actor serves anything. `None` when not even its
+    /// journal is readable.
+    pub(crate) async fn adopt(
+        files: crate::state::SessionFiles,
+        record: crate::state::record::SessionRecord,
+        tracking: crate::process::ProcessTracking,
+    ) -> Option<SessionHandle> {
+        let socket = files.socket();
+        let taken = tokio::task::spawn_blocking(move || Pty::adopt(&socket))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        let (pty, exit) = match taken {
+            Ok(pty) => (pty, None),
+            Err(e) => {
+                tracing::info!(session = %record.id, error = %e,
+                    "the session's helper is gone; it is served as exited, with what was kept");
+                (Pty::lost().ok()?, Some(ExitKind::Lost))
+            }
+        };
+        let (journal, output) = match crate::state::journal::Journal::reopen(&files.journal()) {
+            Ok((journal, output)) => (Some(journal), output),
+            Err(e) => {
+                tracing::warn!(session = %record.id, error = %e, "the session's journal is unreadable");
+                (None, Vec::new())
+            }
+        };
+        let integration = Integration::from_name(&record.integration).unwrap_or(Integration::None);
+        let mark_key = record
+            .mark_key
+            .as_deref()
+            .map_or_else(MarkKey::unverified, MarkKey::from_saved);
+        let spec = SessionSpec {
+            id: record.id.clone(),
+            name: record.name.clone(),
+            type_name: record.type_name.clone(),
+            argv: Vec::new(),
+            env: Vec::new(),
+            cwd: record.cwd.clone(),
+            cols: record.cols,
+            rows: record.rows,
+            integration,
+            mark_key,
+            history_lines: record.history_lines,
+            history_bytes: record.history_bytes,
+            startup_timeout: Duration::ZERO,
+            startup_idle: Duration::ZERO,
+            close_grace: Duration::from_millis(record.close_grace_ms),
+            process_tracking: tracking,
+        };
+        let created_unix_ms = record.created_unix_ms;
+        let replay = Replay {
+            output,
+            jobs: record.jobs.clone(),
+            exit,
+        };
+        let kept = Kept {
+            journal,
+            store: Some(crate::state::SessionStore::new(files, record)),
+            replay: Some(replay),
+        };
+        Some(SessionHandle::run(spec, pty, created_unix_ms, kept))
+    }
+
+    /// Starts the actor of a session whose terminal is `pty`.
+    fn run(spec: SessionSpec, pty: Pty, created_unix_ms: i64, kept: Kept) -> SessionHandle {
         let pid = pty.pid();
         let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
         let (state_tx, state) = watch::channel(SessionState {
@@ -297,21 +479,23 @@ impl SessionHandle {
         let shutdown = Arc::new(tokio::sync::Notify::new());
         let (finished_tx, finished) = watch::channel(false);
         let spec = Arc::new(spec);
-        let actor = actor::Actor::new(spec.clone(), pty, state_tx);
+        let adopted = kept.replay.is_some();
+        let actor = actor::Actor::new(spec.clone(), pty, state_tx, kept);
         let stop = shutdown.clone();
         tokio::spawn(async move {
             actor.run(rx, stop).await;
             let _ = finished_tx.send(true);
         });
-        Ok(SessionHandle {
+        SessionHandle {
+            adopted,
             spec,
             pid,
-            created_unix_ms: unix_ms(SystemTime::now()),
+            created_unix_ms,
             commands,
             state,
             shutdown,
             finished,
-        })
+        }
     }
 
     /// The latest published state.
@@ -419,6 +603,7 @@ pub fn status_text(status: Status) -> String {
         Status::Running => "running".to_owned(),
         Status::Exited(ExitKind::Code(c)) => exited_text(Some(c), None),
         Status::Exited(ExitKind::Signal(s)) => exited_text(None, Some(s.as_str())),
+        Status::Exited(ExitKind::Lost) => exited_text(None, None),
     }
 }
 

@@ -240,6 +240,7 @@ fn spawn_serve(dir: &Path, socket: &Path, log: &str) -> tokio::process::Child {
         .arg(socket)
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env("XDG_RUNTIME_DIR", dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
         .env("PTYD_TEST_SECRET", "hunter2")
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))

@@ -1034,6 +1034,8 @@ async fn a_call_after_the_daemon_went_away_reconnects() {
             let mut config = ptyd::config::Config::default();
             let home = support::clean_home().display().to_string();
             config.env_defaults.push(("HOME".into(), home));
+            // A state directory of its own, not the machine user's (one daemon per directory).
+            config.state_dir = Some(socket.with_file_name("state"));
             let task = tokio::spawn(ptyd::server::serve(listener, config, async move {
                 let _ = stopped.await;
             }));

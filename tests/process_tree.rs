@@ -288,6 +288,7 @@ fn ptyd_command(dir: &Path) -> tokio::process::Command {
         .env_remove("LISTEN_PID")
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env("XDG_RUNTIME_DIR", dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -462,7 +463,11 @@ async fn a_restarted_daemon_removes_the_cgroups_a_crashed_one_left() {
             .prefix("ptyd-stale-")
             .tempdir()
             .unwrap();
-        // A daemon "crashed" by SIGKILL: nothing closed its sessions.
+        // A daemon "crashed" by SIGKILL: nothing closed its sessions, and with no adoption
+        // grace its helper ends its session at once (as it does after the grace otherwise).
+        let config_dir = dir.path().join("config/ptyd");
+        std::fs::create_dir_all(&config_dir).unwrap();
+        std::fs::write(config_dir.join("config.toml"), "adoption_grace_ms = 1\n").unwrap();
         let (mut crashed, socket) =
             spawn_daemon(dir.path(), &["--process-tracking", "cgroup"], &[]).await;
         let crashed_pid = crashed.id().expect("runs") as i32;
@@ -607,6 +612,7 @@ async fn serve_without_its_helper_says_where_it_looked() {
         cmd.env_remove("PTYD_SOCKET")
             .env("XDG_CONFIG_HOME", dir.path().join("config"))
             .env("XDG_RUNTIME_DIR", dir.path())
+            .env("XDG_STATE_HOME", dir.path().join("state"))
             .arg("--socket")
             .arg(dir.path().join("ptyd.sock"))
             .arg("serve")

@@ -1416,6 +1416,7 @@ async fn fifty_idle_sessions_cost_the_daemon_no_cpu() {
             .env("HOME", clean_home())
             .env("XDG_CONFIG_HOME", dir.path().join("config"))
             .env("XDG_RUNTIME_DIR", dir.path())
+            .env("XDG_STATE_HOME", dir.path().join("state"))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::from(log))

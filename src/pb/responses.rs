@@ -28,6 +28,7 @@ pub(crate) fn session_info(
         created_unix_ms: handle.created_unix_ms,
         last_output_unix_ms: state.last_output_unix_ms,
         total_lines: state.total_lines,
+        adopted: handle.adopted,
     }
 }
 
@@ -85,7 +86,9 @@ fn list_line(s: &SessionInfo) -> String {
         }
         _ => format!("running pid={}", s.pid),
     };
-    format!("{}{name} [{}] {status}", s.session_id, s.r#type)
+    // A session this daemon took over from its predecessor says so (contract section 10).
+    let adopted = if s.adopted { " (adopted)" } else { "" };
+    format!("{}{name} [{}] {status}{adopted}", s.session_id, s.r#type)
 }
 
 /// `Types`' answer: "shell [bash] /bin/bash: the user's login shell", one line per type.
@@ -188,6 +191,13 @@ mod tests {
             (
                 info("t3", "", Some(exited)),
                 "t3 [shell] exited code=3 signal=null",
+            ),
+            (
+                SessionInfo {
+                    adopted: true,
+                    ..info("t4", "", None)
+                },
+                "t4 [shell] running pid=42 (adopted)",
             ),
         ];
         for (session, line) in table {

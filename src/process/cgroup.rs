@@ -6,7 +6,8 @@
 //! setup), removes the cgroups a crashed predecessor left behind, creates this daemon's parent
 //! cgroup there and checks it has `cgroup.kill` (Linux 5.14+), and moves the daemon into the
 //! leaf `<own>/daemon` unless it sits at the hierarchy's root (a cgroup with children should
-//! hold no processes of its own). Under systemd, `Delegate=yes` on the unit gives it this
+//! hold no processes of its own); a daemon re-executed by an upgrade in place is there already,
+//! and takes the leaf's parent as its own cgroup. Under systemd, `Delegate=yes` on the unit gives it this
 //! subtree; run as root outside systemd, the daemon's cgroup is the hierarchy's root, and the
 //! parent keeps its sessions in one directory there instead of beside the machine's own.
 //!
@@ -96,7 +97,7 @@ pub fn current_dir() -> Result<(PathBuf, PathBuf), String> {
 }
 
 fn detect() -> Result<Hierarchy, String> {
-    let (base, relative) = current_dir()?;
+    let (base, relative) = daemon_cgroup(current_dir()?);
     let me = std::process::id();
     let start = procfs::start_time(me as i32).ok_or("cannot read this process's start time")?;
     remove_stale(&base);
@@ -125,6 +126,18 @@ fn detect() -> Result<Hierarchy, String> {
     }
     tracing::info!(cgroup = %parent.display(), "one cgroup v2 per session");
     Ok(Hierarchy { parent })
+}
+
+/// The daemon's own cgroup from the one this process is in: the parent of its leaf when the
+/// process already sits in one (it moved there before an upgrade in place re-executed it, same
+/// process); else the one it is in.
+fn daemon_cgroup((dir, relative): (PathBuf, PathBuf)) -> (PathBuf, PathBuf) {
+    match (dir.parent(), relative.parent()) {
+        (Some(base), Some(base_relative)) if relative.file_name() == Some(DAEMON_LEAF.as_ref()) => {
+            (base.to_owned(), base_relative.to_owned())
+        }
+        _ => (dir, relative),
+    }
 }
 
 /// Removes this daemon's parent cgroup ([`release`]) when dropped: `serve` holds one from
@@ -202,7 +215,9 @@ fn move_into_leaf(base: &Path) -> io::Result<()> {
 }
 
 /// Kills and removes the cgroups of daemons that no longer run (their parent cgroups, and the
-/// session cgroups older versions made directly in the daemon's cgroup).
+/// session cgroups older versions made directly in the daemon's cgroup), except the sessions
+/// whose helper still waits for a daemon to adopt them: those are the helper's to end, when its
+/// adoption grace is over.
 fn remove_stale(base: &Path) {
     let Ok(dir) = std::fs::read_dir(base) else {
         return;
@@ -217,16 +232,54 @@ fn remove_stale(base: &Path) {
             continue; // its daemon still runs
         }
         let path = entry.path();
-        let _ = std::fs::write(path.join("cgroup.kill"), "1");
-        let emptied = poll_event(&path, "populated", "0", STALE_WAIT);
-        match remove_tree(&path) {
-            Ok(()) => {
-                tracing::info!(cgroup = %path.display(), "removed a cgroup left by a previous daemon")
-            }
-            Err(e) => tracing::warn!(cgroup = %path.display(), error = %e, emptied,
-                "could not remove a cgroup left by a previous daemon"),
+        if sweep(&path) {
+            tracing::info!(cgroup = %path.display(), "removed a cgroup left by a previous daemon");
+        } else {
+            tracing::info!(cgroup = %path.display(),
+                "kept a previous daemon's cgroup: sessions in it wait to be adopted");
         }
     }
+}
+
+/// Kills and removes `path` and its child cgroups, deepest first, except those holding a live
+/// session helper (a session that outlives its daemon); true when all of it was removed.
+fn sweep(path: &Path) -> bool {
+    if holds_a_helper(path) {
+        return false;
+    }
+    let mut all = true;
+    if let Ok(dir) = std::fs::read_dir(path) {
+        for entry in dir.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                all &= sweep(&entry.path());
+            }
+        }
+    }
+    if !all {
+        return false;
+    }
+    let _ = std::fs::write(path.join("cgroup.kill"), "1");
+    let emptied = poll_event(path, "populated", "0", STALE_WAIT);
+    match remove_tree(path) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(cgroup = %path.display(), error = %e, emptied,
+                "could not remove a cgroup left by a previous daemon");
+            false
+        }
+    }
+}
+
+/// Whether a live session helper is a member of the cgroup at `path` (not of its children).
+fn holds_a_helper(path: &Path) -> bool {
+    std::fs::read_to_string(path.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse::<i32>().ok())
+        .any(|pid| {
+            procfs::is_alive(pid)
+                && procfs::comm(pid).is_some_and(|c| c == crate::process::helper::COMM)
+        })
 }
 
 /// The owning daemon's pid and start time encoded in a cgroup's name: `ptyd-<pid>-<start>`
@@ -421,6 +474,27 @@ impl Members for SessionCgroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_daemon_already_in_its_leaf_uses_the_leafs_parent() {
+        let mount = Path::new("/sys/fs/cgroup");
+        for (relative, expected) in [
+            (
+                "user.slice/app.slice/ptyd.service/daemon",
+                "user.slice/app.slice/ptyd.service",
+            ),
+            (
+                "user.slice/app.slice/ptyd.service",
+                "user.slice/app.slice/ptyd.service",
+            ),
+            ("daemons.slice", "daemons.slice"),
+            ("", ""),
+        ] {
+            let (dir, rel) = daemon_cgroup((mount.join(relative), PathBuf::from(relative)));
+            assert_eq!(rel, Path::new(expected), "{relative}");
+            assert_eq!(dir, mount.join(expected), "{relative}");
+        }
+    }
 
     #[test]
     fn owners_are_parsed_from_session_cgroup_names() {

@@ -20,14 +20,23 @@
 //!   one line per `Report`: the program's pid, then its exit status;
 //! - reaps every child as it exits (woken by SIGCHLD through a self-pipe) and exits once it
 //!   has none left: its exit means nothing of the session remains, not even a zombie;
-//! - if the daemon dies (the status pipe's reader is gone), kills the whole tree, so a crashed
-//!   daemon leaves no session running.
+//! - keeps a copy of the terminal's master (it came as stderr), so the kernel never hangs the
+//!   terminal up when the daemon dies, and serves a per-session Unix socket (`SOCKET_ENV`) in
+//!   the daemon's state directory: a daemon that connects gets the master (`SCM_RIGHTS`, see
+//!   [`crate::process::handover`]) and every report so far, the program's exit included when
+//!   it happened while no daemon ran, and hears the later ones on that connection;
+//! - if the daemon dies (the status pipe's reader, or the adopting daemon's connection, is
+//!   gone), keeps the session for the adoption grace (`GRACE_ENV`, 0 = forever) and then kills
+//!   the whole tree, so a daemon that never comes back leaves nothing running. While no daemon
+//!   reads, the program blocks on its full terminal: nothing it writes is lost. With no child
+//!   left and no daemon attached, it waits for one (or the grace) before it exits, so the exit
+//!   status and the last output still reach the next daemon.
 //!
 //! It ignores the polite signals (SIGHUP, SIGINT, SIGTERM, ...), so Close can signal the whole
 //! session while it keeps reaping, and runs in a Unix session of its own, so nothing aimed at the
 //! daemon's terminal (a Ctrl-C to a foreground `ptyd serve`) reaches it.
 
-use crate::process::{fd, procfs, reaper};
+use crate::process::{fd, handover, procfs, reaper};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, kill, sigaction, signal};
@@ -37,11 +46,19 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
 
 /// Environment variable set only on helpers (its value is not used).
 pub(crate) const HELPER_ENV: &str = "PTYD_SESSION_HELPER";
 /// Environment variable naming the cgroup directory the helper joins first, when set.
 pub(crate) const CGROUP_ENV: &str = "PTYD_SESSION_HELPER_CGROUP";
+/// Environment variable naming the per-session socket the helper serves for a daemon adopting
+/// the session; without it the session ends with its daemon.
+pub(crate) const SOCKET_ENV: &str = "PTYD_SESSION_HELPER_SOCKET";
+/// Environment variable: milliseconds the helper waits for a new daemon (0: forever).
+pub(crate) const GRACE_ENV: &str = "PTYD_SESSION_HELPER_GRACE_MS";
+/// The helper's process name (`/proc/<pid>/comm`).
+pub(crate) const COMM: &str = "ptyd-helper";
 /// `argv[0]` of a helper, which `ps` shows.
 pub(crate) const ARG0: &str = "ptyd-session-helper";
 
@@ -156,7 +173,7 @@ extern "C" fn on_sigchld(_: libc::c_int) {
     }
 }
 
-/// Writes one report on the status pipe; false when the daemon is gone.
+/// Writes one report on the status pipe (or socket); false when the daemon is gone.
 fn report(status: &OwnedFd, r: Report) -> bool {
     let line = r.line();
     // A line is far below PIPE_BUF, so the write is atomic.
@@ -170,12 +187,15 @@ fn fail(status: &OwnedFd, errno: i32) -> ! {
 }
 
 fn helper_main(argv: Vec<OsString>) -> ! {
-    // The status pipe came as stdout: keep it above the standard fds (std duplicates with
-    // F_DUPFD_CLOEXEC from 3), and give stdout back to the terminal (stdin) for the program.
+    // The status pipe came as stdout and the terminal's master as stderr: keep both above the
+    // standard fds (std duplicates with F_DUPFD_CLOEXEC from 3), and give stdout and stderr
+    // back to the terminal (stdin) for the program.
     let Ok(status) = std::io::stdout().as_fd().try_clone_to_owned() else {
         std::process::exit(127)
     };
+    let master = std::io::stderr().as_fd().try_clone_to_owned().ok();
     let _ = nix::unistd::dup2(0, 1);
+    let _ = nix::unistd::dup2(0, 2);
     if let Some(dir) = std::env::var_os(CGROUP_ENV) {
         let procs = Path::new(&dir).join("cgroup.procs");
         if let Err(e) = std::fs::write(procs, "0") {
@@ -219,12 +239,33 @@ fn helper_main(argv: Vec<OsString>) -> ! {
     if let Err(errno) = unsafe { sigaction(Signal::SIGCHLD, &on_child) } {
         fail(&status, errno as i32);
     }
+    // Where a new daemon takes the session over; without it the session ends with its daemon.
+    let adoption = std::env::var_os(SOCKET_ENV).and_then(|path| {
+        let grace_ms: u64 = std::env::var(GRACE_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let path = PathBuf::from(path);
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path).ok()?;
+        Some(Adoption {
+            listener,
+            path,
+            master: master?,
+            grace: (grace_ms > 0).then(|| Duration::from_millis(grace_ms)),
+        })
+    });
     let program = match start_program(&argv) {
         Ok(pid) => pid,
-        Err(errno) => fail(&status, errno),
+        Err(errno) => {
+            if let Some(a) = &adoption {
+                let _ = std::fs::remove_file(&a.path);
+            }
+            fail(&status, errno)
+        }
     };
-    let mut daemon_gone = !report(&status, Report::Started(program));
-    // Let go of the terminal: only the session's processes hold it from now on.
+    // Let go of the terminal: only the session's processes hold it from now on (and, for a
+    // daemon to come, our copy of the master).
     if let Ok(null) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -234,19 +275,32 @@ fn helper_main(argv: Vec<OsString>) -> ! {
             let _ = nix::unistd::dup2(null.as_raw_fd(), fd);
         }
     }
+    let mut helper = Helper {
+        daemon: Some(status),
+        reports: vec![Report::Started(program)],
+        detached_at: None,
+        adoption,
+    };
+    if !helper.report(Report::Started(program)) {
+        helper.detach();
+    }
+    let mut children_left = true;
     loop {
         loop {
             let mut wait_status = 0;
             // SAFETY: waitpid writes one int. Not nix's waitpid: its WaitStatus cannot hold a
             // realtime signal, and the program's status would be lost after the reap.
             let pid = unsafe { libc::waitpid(-1, &mut wait_status, libc::WNOHANG) };
-            if pid == program && !daemon_gone {
+            if pid == program {
                 let r = if libc::WIFSIGNALED(wait_status) {
                     Report::Killed(libc::WTERMSIG(wait_status))
                 } else {
                     Report::Exited(libc::WEXITSTATUS(wait_status))
                 };
-                daemon_gone = !report(&status, r);
+                helper.reports.push(r);
+                if !helper.report(r) {
+                    helper.detach();
+                }
             }
             if pid > 0 {
                 continue;
@@ -257,28 +311,130 @@ fn helper_main(argv: Vec<OsString>) -> ! {
             match Errno::last() {
                 Errno::EINTR => continue,
                 // No child left: nothing of the session exists any more.
-                _ => std::process::exit(0),
+                _ => {
+                    children_left = false;
+                    break;
+                }
             }
         }
-        if daemon_gone {
+        if !children_left && helper.may_leave() {
+            helper.leave();
+        }
+        if helper.daemon.is_none() && helper.grace_over() {
+            if !children_left {
+                helper.leave();
+            }
             kill_tree();
         }
-        // Events empty on the status pipe: only POLLERR/POLLHUP, raised once the daemon's read
-        // end is closed.
-        let mut fds = [
-            PollFd::new(wake_read.as_fd(), PollFlags::POLLIN),
-            PollFd::new(status.as_fd(), PollFlags::empty()),
-        ];
-        let watched = if daemon_gone { 1 } else { 2 };
-        let _ = poll(&mut fds[..watched], PollTimeout::NONE);
-        if fds[1]
-            .revents()
-            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
-        {
-            daemon_gone = true;
-        }
+        helper.wait(&wake_read);
         let mut drain = [0u8; 64];
         while fd::read(&wake_read, &mut drain).is_ok_and(|n| n > 0) {}
+    }
+}
+
+/// How a new daemon takes the session over once its daemon is gone.
+struct Adoption {
+    /// The per-session socket a new daemon connects to.
+    listener: std::os::unix::net::UnixListener,
+    path: PathBuf,
+    /// Our copy of the terminal's master: the kernel never hangs the terminal up while we
+    /// hold it, and it is what a new daemon gets.
+    master: OwnedFd,
+    /// How long the session waits for a new daemon; `None`: forever.
+    grace: Option<Duration>,
+}
+
+/// The helper's state between events.
+struct Helper {
+    /// Where reports go: the status pipe, or the connection of the daemon that adopted us.
+    daemon: Option<OwnedFd>,
+    /// Every report so far, for a daemon that adopts the session.
+    reports: Vec<Report>,
+    /// When the daemon went away (for the grace).
+    detached_at: Option<Instant>,
+    adoption: Option<Adoption>,
+}
+
+impl Helper {
+    /// Writes one report to the daemon; false when it is gone.
+    fn report(&self, r: Report) -> bool {
+        self.daemon.as_ref().is_some_and(|d| report(d, r))
+    }
+
+    fn detach(&mut self) {
+        if self.daemon.take().is_some() {
+            self.detached_at = Some(Instant::now());
+        }
+    }
+
+    /// Whether the grace for a new daemon is over (at once when no daemon can adopt us).
+    fn grace_over(&self) -> bool {
+        let Some(a) = &self.adoption else {
+            return true;
+        };
+        match (a.grace, self.detached_at) {
+            (Some(grace), Some(at)) => at.elapsed() >= grace,
+            _ => false,
+        }
+    }
+
+    /// With no child left, the helper may exit once a daemon has heard how the program ended
+    /// (or none ever can).
+    fn may_leave(&self) -> bool {
+        self.daemon.is_some() || self.grace_over()
+    }
+
+    fn leave(&self) -> ! {
+        if let Some(a) = &self.adoption {
+            let _ = std::fs::remove_file(&a.path);
+        }
+        std::process::exit(0)
+    }
+
+    /// Sleeps until a child changes state, the daemon goes away, a new daemon connects or the
+    /// grace runs out.
+    fn wait(&mut self, wake: &OwnedFd) {
+        let timeout = match (&self.adoption, self.detached_at, &self.daemon) {
+            (Some(Adoption { grace: Some(g), .. }), Some(at), None) => {
+                let left = g.saturating_sub(at.elapsed()).as_millis() + 1;
+                PollTimeout::try_from(left.min(i32::MAX as u128) as i32)
+                    .unwrap_or(PollTimeout::NONE)
+            }
+            _ => PollTimeout::NONE,
+        };
+        let mut fds = vec![PollFd::new(wake.as_fd(), PollFlags::POLLIN)];
+        // Events empty on the daemon's end: only POLLERR/POLLHUP, raised once it is closed.
+        match (&self.daemon, &self.adoption) {
+            (Some(d), _) => fds.push(PollFd::new(d.as_fd(), PollFlags::empty())),
+            (None, Some(a)) => fds.push(PollFd::new(a.listener.as_fd(), PollFlags::POLLIN)),
+            (None, None) => {}
+        }
+        let _ = poll(&mut fds, timeout);
+        let revents = fds
+            .get(1)
+            .and_then(|f| f.revents())
+            .unwrap_or(PollFlags::empty());
+        drop(fds);
+        if self.daemon.is_some() {
+            if revents.intersects(PollFlags::POLLERR | PollFlags::POLLHUP) {
+                self.detach();
+            }
+        } else if revents.contains(PollFlags::POLLIN) {
+            self.accept();
+        }
+    }
+
+    /// A new daemon connected: hand it the master and every report so far.
+    fn accept(&mut self) {
+        let Some(a) = &self.adoption else { return };
+        let Ok((conn, _)) = a.listener.accept() else {
+            return;
+        };
+        let hello: String = self.reports.iter().map(|r| r.line()).collect();
+        if handover::send(&conn, hello.as_bytes(), &a.master).is_ok() {
+            self.daemon = Some(OwnedFd::from(conn));
+            self.detached_at = None;
+        }
     }
 }
 
@@ -288,7 +444,11 @@ fn start_program(argv: &[OsString]) -> Result<i32, i32> {
     use std::os::unix::process::CommandExt;
     let (program, args) = argv.split_first().ok_or(libc::EINVAL)?;
     let mut cmd = std::process::Command::new(program);
-    cmd.args(args).env_remove(HELPER_ENV).env_remove(CGROUP_ENV);
+    cmd.args(args)
+        .env_remove(HELPER_ENV)
+        .env_remove(CGROUP_ENV)
+        .env_remove(SOCKET_ENV)
+        .env_remove(GRACE_ENV);
     // SAFETY: only async-signal-safe calls between fork and exec (libc's, as nix's wrappers
     // are not documented to be).
     unsafe {
@@ -313,7 +473,7 @@ fn start_program(argv: &[OsString]) -> Result<i32, i32> {
 }
 
 /// Kills every descendant, stopping them first so none can fork in between. Used only once
-/// the daemon is gone.
+/// the daemon is gone and the grace for a new one is over.
 fn kill_tree() {
     let me = std::process::id() as i32;
     for pid in reaper::stop_all(|| procfs::live_descendants(me)) {

@@ -44,7 +44,13 @@ pub enum ExitKind {
     Code(i32),
     /// Killed by a signal.
     Signal(Signal),
+    /// Not known: the session's helper vanished while no daemon ran (a session adopted in that
+    /// state is readable, but how its program ended was lost with the helper).
+    Lost,
 }
+
+/// How long a helper may take to hand its session over (normally microseconds).
+const ADOPT_WAIT: Duration = Duration::from_secs(5);
 
 /// The PTY master plus the program running on its slave.
 pub(crate) struct Pty {
@@ -56,8 +62,10 @@ pub(crate) struct Pty {
     status_buf: Mutex<Vec<u8>>,
     /// The helper closed its status pipe (it exited).
     helper_closed: AtomicBool,
-    /// The helper process, our child.
-    helper: Mutex<std::process::Child>,
+    /// The helper process: our child, unless the session was adopted from another daemon.
+    helper: Option<Mutex<std::process::Child>>,
+    /// The helper's pid.
+    helper_pid: i32,
     /// Readable once the helper has exited.
     helper_exit: Option<AsyncFd<OwnedFd>>,
     /// Readable once the program has exited (used only if the helper dies before it).
@@ -84,6 +92,7 @@ impl Pty {
         cols: u16,
         rows: u16,
         tracking: ProcessTracking,
+        adoption: Option<AdoptionSocket>,
     ) -> io::Result<Pty> {
         if argv.is_empty() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty argv"));
@@ -107,6 +116,7 @@ impl Pty {
         // holding them), and the spawn waits for the exec: neither on an async worker.
         let (argv, env, cwd) = (argv.to_vec(), env.to_vec(), cwd.to_path_buf());
         let helper_path = executable.clone();
+        let master_copy = io.get_ref().try_clone()?;
         let started = tokio::task::spawn_blocking(move || {
             let cgroup = match tracking {
                 ProcessTracking::Cgroup => {
@@ -119,12 +129,16 @@ impl Pty {
             let dir = cgroup.as_ref().map(|cg| cg.path().to_path_buf());
             let started = spawn_helper(
                 &helper_path,
+                HelperFds {
+                    slave,
+                    master: master_copy,
+                    status: status_write,
+                },
                 &argv,
                 &env,
                 &cwd,
-                slave,
-                status_write,
                 dir.as_deref(),
+                adoption.as_ref(),
             );
             match started {
                 Ok(helper) => Ok((helper, cgroup)),
@@ -142,13 +156,15 @@ impl Pty {
         // Were this call cancelled before here, the helper, unwatched, would end its session as
         // soon as the status pipe closed, and the daemon's reaper would collect it.
         reaper::watch(helper.id() as i32);
-        let helper_exit = fd::exit_watch(helper.id() as i32);
+        let helper_pid = helper.id() as i32;
+        let helper_exit = fd::exit_watch(helper_pid);
         let mut pty = Pty {
             io,
             status,
             status_buf: Mutex::new(Vec::new()),
             helper_closed: AtomicBool::new(false),
-            helper: Mutex::new(helper),
+            helper: Some(Mutex::new(helper)),
+            helper_pid,
             helper_exit,
             program_exit: None,
             pid: 0,
@@ -182,6 +198,57 @@ impl Pty {
         // Nothing may be left behind: the helper ends whatever it started, then itself.
         pty.terminate(Duration::ZERO).await;
         Err(failure)
+    }
+
+    /// Takes over a session another daemon started: connects to its helper's socket at
+    /// `socket`, receives the terminal's master and the helper's reports so far, and from then
+    /// on hears the rest on that connection. Blocking (a local connect and one message): call
+    /// it off the async workers. Fails when the helper is gone.
+    pub(crate) fn adopt(socket: &Path) -> io::Result<Pty> {
+        let conn = std::os::unix::net::UnixStream::connect(socket)?;
+        conn.set_read_timeout(Some(ADOPT_WAIT))?;
+        let (hello, master) = crate::process::handover::receive(&conn)?;
+        let helper_pid =
+            nix::sys::socket::getsockopt(&conn, nix::sys::socket::sockopt::PeerCredentials)
+                .map_err(io::Error::from)?
+                .pid();
+        conn.set_read_timeout(None)?;
+        let tty_path = pts_path(&master);
+        let slave_probe = tty_path.as_deref().and_then(open_slave_probe);
+        let io = fd::async_fd(fd::set_nonblocking(master)?, Interest::READABLE)?;
+        let status = fd::async_fd(
+            fd::set_nonblocking(OwnedFd::from(conn))?,
+            Interest::READABLE,
+        )?;
+        let mut pty = Pty {
+            io,
+            status,
+            status_buf: Mutex::new(hello),
+            helper_closed: AtomicBool::new(false),
+            helper: None,
+            helper_pid,
+            helper_exit: fd::exit_watch(helper_pid),
+            program_exit: None,
+            pid: 0,
+            tty_path,
+            slave_probe,
+            cgroup: None,
+            terminated: AtomicBool::new(false),
+        };
+        match pty.take_line() {
+            Some(Report::Started(pid)) => {
+                pty.pid = pid as u32;
+                pty.program_exit = fd::exit_watch(pid);
+                Ok(pty)
+            }
+            other => {
+                // Nothing of it is ours yet: leave the session to its helper and its grace.
+                pty.terminated.store(true, Ordering::Relaxed);
+                Err(io::Error::other(format!(
+                    "the session helper reported {other:?} first"
+                )))
+            }
+        }
     }
 
     /// The program's pid.
@@ -274,9 +341,48 @@ impl Pty {
         }
     }
 
+    /// A session whose helper vanished while no daemon ran: a terminal that has hung up and a
+    /// program that has exited, how is not known. Nothing of it runs.
+    pub(crate) fn lost() -> io::Result<Pty> {
+        let (master, slave) = open_pty(80, 24, false)?;
+        drop(slave);
+        let (status_read, status_write) = fd::pipe()?;
+        drop(status_write);
+        Ok(Pty {
+            io: fd::async_fd(fd::set_nonblocking(master)?, Interest::READABLE)?,
+            status: fd::async_fd(fd::set_nonblocking(status_read)?, Interest::READABLE)?,
+            status_buf: Mutex::new(Vec::new()),
+            helper_closed: AtomicBool::new(true),
+            helper: None,
+            helper_pid: 0,
+            helper_exit: None,
+            program_exit: None,
+            pid: 0,
+            tty_path: None,
+            slave_probe: None,
+            cgroup: None,
+            terminated: AtomicBool::new(true),
+        })
+    }
+
+    /// Reads available output into `buf`, waiting for some; `Ok(0)` means the master hung up.
+    pub(crate) async fn read_into(&self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let mut guard = self.io.readable().await?;
+            match guard.try_io(|master| fd::read(master, buf)) {
+                Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(0),
+                Ok(result) => return result,
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
     /// Resolves once the program has exited (the helper reaped it and reported how).
     /// Cancel-safe: bytes already read are kept for the next call.
     pub(crate) async fn wait_exit(&self) -> io::Result<ExitKind> {
+        if self.pid == 0 {
+            return Ok(ExitKind::Lost);
+        }
         while !self.helper_closed.load(Ordering::Relaxed) {
             match self.next_report().await? {
                 Some(Report::Exited(code)) => return Ok(ExitKind::Code(code)),
@@ -345,13 +451,18 @@ impl Pty {
     /// SIGTERM, SIGKILL) and returns once none is left, the helper reaped and the cgroup
     /// removed.
     pub(crate) async fn terminate(&self, grace: Duration) {
-        let helper_pid = self.helper_pid();
-        let helper_alive = self
-            .helper
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .try_wait()
-            .is_ok_and(|s| s.is_none());
+        if self.pid == 0 && self.helper.is_none() {
+            return; // lost: nothing of it runs
+        }
+        let helper_pid = self.helper_pid;
+        let helper_alive = match &self.helper {
+            Some(child) => child
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .try_wait()
+                .is_ok_and(|s| s.is_none()),
+            None => crate::process::procfs::is_alive(helper_pid),
+        };
         let all_gone = match &self.cgroup {
             Some(cg) => reaper::escalate(cg, grace).await,
             None => {
@@ -386,17 +497,13 @@ impl Pty {
         self.terminated.store(true, Ordering::Relaxed);
     }
 
-    fn helper_pid(&self) -> i32 {
-        self.helper.lock().unwrap_or_else(|e| e.into_inner()).id() as i32
-    }
-
     /// Reaps the helper, which leaves once its descendants are gone; kills it when it does not
     /// within [`reaper::KILL_WAIT`] (a descendant stuck in the kernel).
     async fn reap_helper(&self) {
         if let Some(exit) = &self.helper_exit {
             let waited = tokio::time::timeout(reaper::KILL_WAIT, exit.readable()).await;
             if waited.is_err() {
-                let pid = self.helper_pid();
+                let pid = self.helper_pid;
                 tracing::warn!(
                     helper = pid,
                     "a session helper outlived its session; killing it"
@@ -405,11 +512,12 @@ impl Pty {
                 let _ = tokio::time::timeout(reaper::KILL_WAIT, exit.readable()).await;
             }
         }
-        let mut helper = self.helper.lock().unwrap_or_else(|e| e.into_inner());
         // Reaped here; one still running (only a bug allows that) is left to the daemon's
-        // reaper, which takes it once it exits.
-        let _ = helper.try_wait();
-        reaper::unwatch(helper.id() as i32);
+        // reaper, which takes it once it exits. An adopted helper is its parent's to reap.
+        if let Some(helper) = &self.helper {
+            let _ = helper.lock().unwrap_or_else(|e| e.into_inner()).try_wait();
+        }
+        reaper::unwatch(self.helper_pid);
     }
 }
 
@@ -423,23 +531,41 @@ impl Drop for Pty {
         if self.pid != 0 {
             reaper::unwatch(self.pid as i32);
         }
-        let mut helper = self.helper.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = helper.try_wait();
-        reaper::unwatch(helper.id() as i32);
+        if let Some(helper) = &self.helper {
+            let _ = helper.lock().unwrap_or_else(|e| e.into_inner()).try_wait();
+        }
+        reaper::unwatch(self.helper_pid);
     }
 }
 
-/// Starts the helper `executable` with the slave as stdin and stderr and the status pipe as
-/// stdout, told to join `cgroup` first. No code runs between fork and exec, so std uses
-/// `posix_spawn`.
+/// Where a session's helper waits for a daemon adopting the session, and for how long.
+#[derive(Debug, Clone)]
+pub(crate) struct AdoptionSocket {
+    /// The per-session socket path (in the state directory).
+    pub(crate) path: std::path::PathBuf,
+    /// How long the session outlives a daemon that does not come back (zero: forever).
+    pub(crate) grace: Duration,
+}
+
+/// What the helper starts with: the terminal's slave (stdin), its status pipe (stdout) and a
+/// copy of the master (stderr).
+struct HelperFds {
+    slave: OwnedFd,
+    master: OwnedFd,
+    status: OwnedFd,
+}
+
+/// Starts the helper `executable` with the slave as stdin, the status pipe as stdout and a copy
+/// of the master as stderr, told to join `cgroup` first and to serve `adoption`'s socket. No
+/// code runs between fork and exec, so std uses `posix_spawn`.
 fn spawn_helper(
     executable: &Path,
+    fds: HelperFds,
     argv: &[String],
     env: &[(String, String)],
     cwd: &Path,
-    slave: OwnedFd,
-    status_write: OwnedFd,
     cgroup: Option<&Path>,
+    adoption: Option<&AdoptionSocket>,
 ) -> io::Result<std::process::Child> {
     let mut cmd = std::process::Command::new(executable);
     cmd.arg0(helper::ARG0)
@@ -448,11 +574,15 @@ fn spawn_helper(
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env(helper::HELPER_ENV, "1")
         .current_dir(cwd)
-        .stdin(Stdio::from(slave.try_clone()?))
-        .stdout(Stdio::from(status_write))
-        .stderr(Stdio::from(slave));
+        .stdin(Stdio::from(fds.slave))
+        .stdout(Stdio::from(fds.status))
+        .stderr(Stdio::from(fds.master));
     if let Some(dir) = cgroup {
         cmd.env(helper::CGROUP_ENV, dir);
+    }
+    if let Some(a) = adoption {
+        cmd.env(helper::SOCKET_ENV, &a.path)
+            .env(helper::GRACE_ENV, a.grace.as_millis().to_string());
     }
     // Dropping `cmd` afterwards closes our copies of the slave and the write end, or neither
     // hang-up nor EOF would ever arrive.
@@ -505,6 +635,16 @@ fn open_pty(cols: u16, rows: u16, utf8: bool) -> io::Result<(OwnedFd, OwnedFd)> 
         tcsetattr(&pair.slave, SetArg::TCSANOW, &termios)?;
     }
     Ok((pair.master, pair.slave))
+}
+
+/// The slave device of the master `master` (`/dev/pts/N`).
+fn pts_path(master: &OwnedFd) -> Option<String> {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_uint = 0;
+    // SAFETY: TIOCGPTN writes one unsigned int, the pts number, through the pointer (nix wraps
+    // it only for its own PtyMaster type).
+    let rc = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut n) };
+    (rc == 0).then(|| format!("/dev/pts/{n}"))
 }
 
 /// A non-controlling, non-blocking handle on the slave at `path` (std opens it close-on-exec).

@@ -3,6 +3,7 @@
 //! the caller hanging up and the nearest deadline (send timeout, idle, stdin probe, startup).
 
 use super::aim::WaitingSignals;
+use super::capture::Capture;
 use super::jobs::Jobs;
 use super::kill::JobKill;
 use super::probe::ProbeSchedule;
@@ -24,14 +25,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
-/// PTY read buffer: a master read rarely returns more than a few KiB.
-const READ_BUF: usize = 16 * 1024;
-
-thread_local! {
-    /// The read buffer of every session on this thread: an actor uses what it read before it
-    /// awaits anything else, so one buffer serves them all and an idle session holds none.
-    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; READ_BUF]);
-}
 /// Output an actor takes in before it lets other tasks run (about 0.2 ms of emulation): under
 /// a flood the PTY is always readable, and tokio's own budget would allow 128 reads.
 const YIELD_AFTER_BYTES: usize = 64 * 1024;
@@ -79,6 +72,12 @@ pub(super) struct Actor {
     /// Output is being taken in before answers go out (see `take_output_before_replies`).
     taking_output: bool,
     jobs: Jobs,
+    /// Where output reads land (the journal, when the session is kept for a successor).
+    capture: Capture,
+    /// The session's record in the state directory, when it is kept there.
+    store: Option<crate::state::SessionStore>,
+    /// What a daemon adopting the session replays before it serves it.
+    replay: Option<super::Replay>,
     /// Signals that wait for the command they are aimed at (see `aim.rs`).
     signals: WaitingSignals,
 }
@@ -88,6 +87,7 @@ impl Actor {
         spec: Arc<SessionSpec>,
         pty: Pty,
         state: watch::Sender<SessionState>,
+        kept: super::Kept,
     ) -> Actor {
         let now = Instant::now();
         let mut terminal =
@@ -115,13 +115,20 @@ impl Actor {
             watchers: Watchers::default(),
             taking_output: false,
             jobs: Jobs::default(),
+            capture: Capture::new(kept.journal),
+            store: kept.store,
+            replay: kept.replay,
             signals: WaitingSignals::default(),
         }
     }
 
     pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>, stop: Arc<Notify>) {
+        if let Some(replay) = self.replay.take() {
+            self.adopt(replay);
+        }
         let mut unyielded = 0usize;
         loop {
+            self.capture.prepare(&self.spec.id);
             let now = Instant::now();
             let deadline = self.next_deadline(now);
             // The shell decides when input may go in (see `shell.rs`).
@@ -134,10 +141,10 @@ impl Actor {
             let writing = write != Write::Nothing;
             let pending = self.shell.pending(write);
             tokio::select! {
-                read = self.pty.read_shared(&READ_BUFFER), if !self.eof => match read {
+                read = self.capture.read(&self.pty), if !self.eof => match read {
                     Ok(0) | Err(_) => self.eof = true,
                     Ok(n) => {
-                        READ_BUFFER.with_borrow(|buf| self.on_output(&buf[..n]));
+                        self.take_output(n);
                         unyielded += n;
                     }
                 },
@@ -233,12 +240,18 @@ impl Actor {
 
     /// Takes whatever output is there, without waiting.
     fn read_now(&mut self) {
-        let read = READ_BUFFER.with_borrow_mut(|buf| self.pty.try_read(buf));
-        if let Ok(Some(n)) = read
+        if let Ok(Some(n)) = self.capture.try_read(&self.pty)
             && n > 0
         {
-            READ_BUFFER.with_borrow(|buf| self.on_output(&buf[..n]));
+            self.take_output(n);
         }
+    }
+
+    /// Handles the `n` bytes the last read took.
+    fn take_output(&mut self, n: usize) {
+        let mut capture = std::mem::take(&mut self.capture);
+        capture.take(n, |bytes| self.on_output(bytes));
+        self.capture = capture;
     }
 
     fn rearm_probe(&mut self) {
@@ -330,7 +343,30 @@ impl Actor {
     fn set_job_start(&mut self, at: Position) {
         if let Some(id) = self.active.as_ref().and_then(ActiveSend::job_id) {
             self.jobs.command_started(id, at);
+            self.save_jobs();
         }
+    }
+
+    /// Keeps the jobs' state for a daemon adopting the session.
+    fn save_jobs(&mut self) {
+        let Some(store) = &mut self.store else {
+            return;
+        };
+        let mut records = self.jobs.records();
+        if let Some(a) = &self.active
+            && let Some(id) = a.job_id()
+            && let Some(job) = records.iter_mut().find(|j| j.id == id)
+        {
+            let left = a
+                .deadlines()
+                .timeout
+                .saturating_duration_since(Instant::now());
+            job.wait = Some((
+                unix_ms(SystemTime::now() + left),
+                a.input.idle.as_millis() as u64,
+            ));
+        }
+        store.set_jobs(records);
     }
 
     fn on_exit(&mut self, kind: ExitKind) {
@@ -378,6 +414,7 @@ impl Actor {
         let now = Instant::now();
         if self.active.is_none() && self.rest_due.is_some_and(|at| now >= at) {
             self.rest_due = None;
+            self.capture.rest();
             if self.terminal.rest() {
                 crate::memory::trim_soon();
             }
@@ -414,14 +451,13 @@ impl Actor {
         if self.pty.input_pending() {
             return;
         }
-        let mut buf = [0u8; 4096];
         let mut drained = false;
-        while let Ok(Some(n)) = self.pty.try_read(&mut buf) {
+        while let Ok(Some(n)) = self.capture.try_read(&self.pty) {
             if n == 0 {
                 break;
             }
             drained = true;
-            self.on_output(&buf[..n]);
+            self.take_output(n);
         }
         if drained {
             return; // decide again with the new output (and its marks) taken into account
@@ -520,6 +556,7 @@ impl Actor {
                 let integrated = self.spec.integration != Integration::None;
                 let report = self.jobs.report(&id, cap, &self.terminal, integrated);
                 let _ = reply.send(report);
+                self.save_jobs();
             }
             Command::JobKill(id, reply) => self.job_kill(&id, reply),
             Command::Signal(signal, reply) => {
@@ -580,7 +617,11 @@ impl Actor {
                 self.shell.hold_input();
             }
         }
+        let job = active.job_id().is_some();
         self.active = Some(active);
+        if job {
+            self.save_jobs();
+        }
         self.rearm_probe();
         self.publish();
     }
@@ -659,6 +700,7 @@ impl Actor {
             if let Some(kill) = kill {
                 kill.settled(status);
             }
+            self.save_jobs();
         }
         self.publish();
     }
@@ -817,6 +859,58 @@ impl Actor {
         }
         // Every process of the session, its helper included, is gone when this returns.
         self.pty.terminate(self.spec.close_grace).await;
+        if let Some(store) = &self.store {
+            store.remove();
+        }
+    }
+
+    /// Rebuilds the terminal of a session adopted from a previous daemon: replays its journal
+    /// (the answers to queries in it were given long ago; the shell's marks put the shell state
+    /// where it was), takes over its jobs, and resumes waiting for a job that was running.
+    fn adopt(&mut self, replay: super::Replay) {
+        self.terminal.feed(&replay.output);
+        drop(self.terminal.take_replies());
+        let now = Instant::now();
+        let mut last_start = None;
+        for event in self.terminal.take_marks() {
+            if let MarkEffect::CommandStarted(at) =
+                self.shell.on_mark(&event.mark, event.at, now, None)
+            {
+                last_start = Some(at);
+            }
+        }
+        if let Some(kind) = replay.exit {
+            self.exit = Some(kind);
+            self.watchers.end();
+        }
+        self.become_ready("adopted");
+        let running = replay
+            .jobs
+            .iter()
+            .find(|j| j.status == JobStatus::Running.name());
+        if let Some(job) = running
+            && self.exit.is_none()
+        {
+            if let Some((line, col)) = job.start {
+                self.last_seen = Position { line, col };
+            }
+            let (confirm, _) = oneshot::channel();
+            let wait = super::resumed_wait(job.wait);
+            self.begin_send(wait, Sink::Job(job.id.clone(), confirm));
+        }
+        self.jobs.restore(&replay.jobs);
+        // A job whose command started while no daemon read: its output starts at that mark.
+        if let Some(job) = replay
+            .jobs
+            .iter()
+            .find(|j| j.status == JobStatus::Running.name())
+            && let Some(at) = last_start.filter(|at| at.line >= job.consumed)
+        {
+            self.jobs.command_started(&job.id, at);
+        }
+        self.save_jobs();
+        self.evaluate();
+        self.publish();
     }
 }
 

@@ -6,10 +6,11 @@ use super::view::region_lines;
 use super::{JobReport, JobStatus, SendOutcome};
 use crate::render;
 use crate::screen::{Position, Terminal};
+use crate::state::record::JobRecord;
 use std::collections::BTreeMap;
 
 /// A job's bookkeeping.
-struct JobRecord {
+struct JobState {
     status: JobStatus,
     /// Lines before this one have been returned by JobOutput.
     consumed: u64,
@@ -26,7 +27,7 @@ struct JobRecord {
 /// The session's jobs by id.
 #[derive(Default)]
 pub(super) struct Jobs {
-    records: BTreeMap<String, JobRecord>,
+    records: BTreeMap<String, JobState>,
 }
 
 impl Jobs {
@@ -34,7 +35,7 @@ impl Jobs {
     pub(super) fn start(&mut self, id: String, from: u64) {
         self.records.insert(
             id,
-            JobRecord {
+            JobState {
                 status: JobStatus::Running,
                 consumed: from,
                 outcome: None,
@@ -129,6 +130,48 @@ impl Jobs {
             rendered,
         })
     }
+
+    /// What a daemon adopting the session needs of its jobs (the settled sends' results stay
+    /// behind: a job finished before the adoption reports its status without them).
+    pub(super) fn records(&self) -> Vec<JobRecord> {
+        let at = |p: Option<Position>| p.map(|p| (p.line, p.col));
+        self.records
+            .iter()
+            .map(|(id, job)| JobRecord {
+                id: id.clone(),
+                status: job.status.name().to_owned(),
+                consumed: job.consumed,
+                start: at(job.start),
+                end: at(job.end),
+                detail: job.detail.clone(),
+                wait: None,
+            })
+            .collect()
+    }
+
+    /// Takes over the jobs a previous daemon recorded, replacing any of the same id.
+    pub(super) fn restore(&mut self, records: &[JobRecord]) {
+        let at = |p: Option<(u64, u32)>| p.map(|(line, col)| Position { line, col });
+        for r in records {
+            let status = match r.status.as_str() {
+                "running" => JobStatus::Running,
+                "completed" => JobStatus::Completed,
+                "killed" => JobStatus::Killed,
+                _ => JobStatus::Failed,
+            };
+            self.records.insert(
+                r.id.clone(),
+                JobState {
+                    status,
+                    consumed: r.consumed,
+                    outcome: None,
+                    detail: r.detail.clone(),
+                    start: at(r.start),
+                    end: at(r.end),
+                },
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -180,6 +223,21 @@ mod tests {
         let third = jobs.report("j1", 65536, &t, true).expect("j1");
         assert_eq!(third.output, "", "nothing twice");
         assert!(jobs.report("j2", 65536, &t, true).is_none());
+    }
+
+    #[test]
+    fn jobs_survive_their_records() {
+        let mut jobs = Jobs::default();
+        jobs.start("j1".into(), 3);
+        jobs.command_started("j1", Position { line: 4, col: 2 });
+        jobs.start("j2".into(), 9);
+        jobs.fail("j2", "writing failed".into());
+        let records = jobs.records();
+        let mut adopted = Jobs::default();
+        adopted.restore(&records);
+        assert_eq!(adopted.records(), records);
+        assert_eq!(adopted.status("j1"), Some(JobStatus::Running));
+        assert_eq!(adopted.status("j2"), Some(JobStatus::Failed));
     }
 
     #[test]

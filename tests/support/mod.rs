@@ -92,6 +92,14 @@ pub async fn start_daemon_with(mut config: ptyd::config::Config) -> Daemon {
             .env_defaults
             .push(("HOME".into(), home.display().to_string()));
     }
+    // Each daemon keeps its sessions in a state directory of its own, and a session whose
+    // test ended without stopping its daemon is gone a few seconds later, not 15 minutes.
+    if config.state_dir.is_none() {
+        config.state_dir = Some(dir.path().join("state"));
+    }
+    if config.adoption_grace == ptyd::config::Config::default().adoption_grace {
+        config.adoption_grace = Duration::from_secs(5);
+    }
     let socket = dir.path().join("ptyd.sock");
     let listener = UnixListener::bind(&socket).expect("bind the daemon socket");
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();

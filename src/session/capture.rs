@@ -1,0 +1,74 @@
+//! Where the actor's reads of the session's terminal land: straight in the session's output
+//! journal when the session is kept in a state directory (so nothing read can be lost to the
+//! daemon's death, see `state::journal`), else in the thread's shared read buffer. Every read
+//! of the master goes through here.
+
+use crate::process::pty::Pty;
+use crate::state::journal::Journal;
+use std::cell::RefCell;
+use std::io;
+
+/// PTY read buffer: a master read rarely returns more than a few KiB.
+const READ_BUF: usize = 16 * 1024;
+
+thread_local! {
+    /// The read buffer of every unjournaled session on this thread: an actor uses what it read
+    /// before it awaits anything else, so one buffer serves them all and an idle session holds
+    /// none.
+    static READ_BUFFER: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_BUF]);
+}
+
+/// The session's journal, if it has one.
+#[derive(Default)]
+pub(super) struct Capture {
+    journal: Option<Journal>,
+}
+
+impl Capture {
+    pub(super) fn new(journal: Option<Journal>) -> Capture {
+        Capture { journal }
+    }
+
+    /// Makes sure the journal has room for the next read; a journal that cannot grow (a full
+    /// disk) is given up, with a warning, rather than the session's output.
+    pub(super) fn prepare(&mut self, session: &str) {
+        if let Some(journal) = &mut self.journal
+            && let Err(e) = journal.spare()
+        {
+            tracing::warn!(session, error = %e,
+                "the output journal cannot grow; a daemon adopting this session will miss what follows");
+            self.journal = None;
+        }
+    }
+
+    /// Waits for output and reads it; `Ok(0)`: the master hung up. Use the bytes with `take`.
+    pub(super) async fn read(&mut self, pty: &Pty) -> io::Result<usize> {
+        match &mut self.journal {
+            Some(journal) => pty.read_into(journal.spare()?).await,
+            None => pty.read_shared(&READ_BUFFER).await,
+        }
+    }
+
+    /// Reads output that is already there: `Ok(None)` when there is none.
+    pub(super) fn try_read(&mut self, pty: &Pty) -> io::Result<Option<usize>> {
+        match &mut self.journal {
+            Some(journal) => pty.try_read(journal.spare()?),
+            None => READ_BUFFER.with_borrow_mut(|buf| pty.try_read(buf)),
+        }
+    }
+
+    /// The session went idle: its journal window need not stay resident.
+    pub(super) fn rest(&mut self) {
+        if let Some(journal) = &mut self.journal {
+            journal.rest();
+        }
+    }
+
+    /// Hands the `n` bytes the last read took to `use_them` (and records them in the journal).
+    pub(super) fn take<R>(&mut self, n: usize, use_them: impl FnOnce(&[u8]) -> R) -> R {
+        match &mut self.journal {
+            Some(journal) => use_them(journal.commit(n)),
+            None => READ_BUFFER.with_borrow(|buf| use_them(&buf[..n])),
+        }
+    }
+}

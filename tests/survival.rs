@@ -1,0 +1,399 @@
+//! Acceptance tests of issue 14 (contract section 10): sessions outlive the daemon. Real
+//! `ptyd serve` processes are killed with SIGKILL and a new one on the same socket and state
+//! directory adopts what they left.
+
+mod support;
+
+use ptyd::pb::{JobOutputRequest, JobStatus, OpenRequest, SendRequest};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use support::*;
+
+const A: &str = "agent-a";
+const B: &str = "agent-b";
+const PROCESS_DEADLINE: Duration = Duration::from_secs(20);
+
+/// `ptyd serve` on `<dir>/ptyd.sock` with its state in `<dir>/state/ptyd` and `config` as its
+/// config file; returns once it answers.
+async fn serve(dir: &Path, config: &str) -> (tokio::process::Child, PathBuf) {
+    let child = serve_command(dir, config, &dir.join("ptyd.sock"))
+        .spawn()
+        .expect("start ptyd serve");
+    let socket = dir.join("ptyd.sock");
+    let s = socket.clone();
+    wait_until(PROCESS_DEADLINE, "the daemon answers", move || {
+        let s = s.clone();
+        async move { ptyd::client::connect(&s).await.is_ok() }
+    })
+    .await;
+    (child, socket)
+}
+
+fn serve_command(dir: &Path, config: &str, socket: &Path) -> tokio::process::Command {
+    let config_dir = dir.join("config/ptyd");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    // Subreaper mode: in cgroup mode, a daemon of an older version starting anywhere on the
+    // machine removes the cgroups of dead daemons, sessions waiting for adoption included.
+    let config = format!("process_tracking = \"subreaper\"\n{config}");
+    std::fs::write(config_dir.join("config.toml"), config).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ptyd"));
+    cmd.env_remove("PTYD_SOCKET")
+        .env_remove("PTYD_AGENT")
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID")
+        .env("HOME", clean_home())
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_RUNTIME_DIR", dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .arg("--socket")
+        .arg(socket)
+        .arg("serve")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn kill9(mut child: tokio::process::Child) {
+    child.kill().await.expect("SIGKILL the daemon");
+}
+
+async fn terminate(mut child: tokio::process::Child) {
+    let pid = child.id().expect("runs") as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = tokio::time::timeout(PROCESS_DEADLINE, child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .unwrap();
+    assert!(status.success(), "exits 0 after SIGTERM: {status}");
+}
+
+async fn ids(c: &mut Client, agent: &str) -> Vec<String> {
+    list(c, agent)
+        .await
+        .sessions
+        .into_iter()
+        .map(|s| s.session_id)
+        .collect()
+}
+
+async fn open_type(c: &mut Client, agent: &str, ty: &str, cwd: &Path) -> String {
+    open_with(
+        c,
+        OpenRequest {
+            agent_id: agent.into(),
+            r#type: ty.into(),
+            cwd: cwd.display().to_string(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .expect("a session")
+    .session_id
+}
+
+/// Sends `text` and returns at once (a 1 ms deadline): the command goes on.
+async fn start(c: &mut Client, agent: &str, sid: &str, text: &str) {
+    let mut req = send_request(agent, sid, text);
+    req.timeout_ms = 1;
+    c.send(req).await.expect("Send");
+}
+
+/// Waits (an empty send) until the session is back at its prompt.
+async fn settle(c: &mut Client, agent: &str, sid: &str) {
+    let (r, _) = send_with(
+        c,
+        SendRequest {
+            agent_id: agent.into(),
+            session_id: sid.into(),
+            submit: Some(false),
+            timeout_ms: 60_000,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(r.wait_reason(), ptyd::pb::WaitReason::Prompt, "{r:?}");
+}
+
+/// Every history line of the session, oldest first.
+async fn history(c: &mut Client, agent: &str, sid: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut from = 1;
+    loop {
+        let page = read_from(c, agent, sid, from, 2000).await;
+        all.extend(lines(&page.text).iter().map(|l| l.to_string()));
+        if page.line_end == 0 || page.line_end >= page.total_lines {
+            return all;
+        }
+        from = page.line_end + 1;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_sessions_of_two_agents_survive_a_kill_9() {
+    timed(async {
+        let dir = tempfile::Builder::new().prefix("ptyd-survive-").tempdir().unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let (first, socket) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+
+        let vim = open_in(&mut c, A, &work).await;
+        let python = open_type(&mut c, A, "python", &work).await;
+        let flood = open_in(&mut c, A, &work).await;
+        let prompt = open_in(&mut c, B, &work).await;
+        let job_session = open_in(&mut c, B, &work).await;
+
+        run_ok(&mut c, B, &prompt, "cd /tmp; export FOO=bar").await;
+        send(&mut c, A, &python, "x = 42").await;
+        send(&mut c, A, &vim, "vim -u NONE -n notes.txt").await;
+        let mut typing = send_request(A, &vim, "iunsaved text from vim");
+        typing.submit = Some(false);
+        typing.keys = vec!["Escape".into()];
+        c.send(typing).await.expect("type in vim");
+        let mut background = send_request(B, &job_session, "sleep 3; echo job-done");
+        background.run_in_background = true;
+        let job = c.send(background).await.unwrap().into_inner();
+        let job = match job.result {
+            Some(ptyd::pb::send_response::Result::JobId(id)) => id,
+            other => panic!("a job: {other:?}"),
+        };
+        // The job's command runs when the daemon dies.
+        let job_shell = session_info(&mut c, B, &job_session).await.unwrap().pid as i32;
+        wait_until(PROCESS_DEADLINE, "the job's sleep runs", move || async move {
+            ptyd::process::procfs::live_descendants(job_shell)
+                .into_iter()
+                .any(|p| ptyd::process::procfs::comm(p).as_deref() == Some("sleep"))
+        })
+        .await;
+        start(&mut c, A, &flood, "seq 1 60000").await;
+        kill9(first).await;
+
+        let began = Instant::now();
+        let (second, _) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        let mine = ids(&mut c, A).await;
+        let theirs = ids(&mut c, B).await;
+        assert!(began.elapsed() < Duration::from_secs(2), "{:?}", began.elapsed());
+        assert_eq!(mine, [vim.clone(), python.clone(), flood.clone()]);
+        assert_eq!(theirs, [prompt.clone(), job_session.clone()]);
+        let listed = list(&mut c, A).await;
+        assert!(listed.sessions.iter().all(|s| s.adopted), "{listed:?}");
+        assert!(listed.rendered.contains("(adopted)"), "{}", listed.rendered);
+
+        settle(&mut c, A, &flood).await;
+        let numbers: Vec<u64> = history(&mut c, A, &flood)
+            .await
+            .iter()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        assert!(
+            numbers.iter().copied().eq(1..=60000),
+            "the flood's history is 1..60000 once each, in order ({} numbers, first {:?}, last {:?})",
+            numbers.len(),
+            numbers.first(),
+            numbers.last()
+        );
+
+        let screen = read_screen(&mut c, A, &vim).await.text;
+        assert!(screen.contains("unsaved text from vim"), "{screen}");
+        let mut save = send_request(A, &vim, ":wq");
+        save.idle_ms = 300;
+        c.send(save).await.expect(":wq");
+        wait_until(Duration::from_secs(10), "vim wrote the file", || {
+            let file = work.join("notes.txt");
+            async move {
+                std::fs::read_to_string(file).is_ok_and(|t| t.contains("unsaved text from vim"))
+            }
+        })
+        .await;
+
+        let out = send(&mut c, A, &python, "print(x)").await;
+        assert!(out.viewport.contains("42"), "{out:?}");
+        let out = run_ok(&mut c, B, &prompt, "pwd; echo $FOO").await;
+        assert!(out.contains("/tmp") && out.contains("bar"), "{out}");
+
+        let mut output = String::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            let r = c
+                .job_output(JobOutputRequest {
+                    agent_id: B.into(),
+                    job_id: job.clone(),
+                    wait_ms: 2000,
+                    ..Default::default()
+                })
+                .await
+                .expect("JobOutput")
+                .into_inner();
+            output.push_str(&r.output);
+            if r.status() != JobStatus::Running || Instant::now() > deadline {
+                break r.status();
+            }
+        };
+        assert_eq!(status, JobStatus::Completed, "{output}");
+        assert!(output.contains("job-done"), "{output:?}");
+
+        let next = open_in(&mut c, A, &work).await;
+        assert_eq!(next, "t6", "ids continue after the adopted ones");
+        terminate(second).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_happened_while_no_daemon_ran_is_reported() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-away-")
+            .tempdir()
+            .unwrap();
+        let (first, socket) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        let exits = open_in(&mut c, A, dir.path()).await;
+        let orphaned = open_in(&mut c, A, dir.path()).await;
+        run_ok(&mut c, A, &orphaned, "echo kept-line").await;
+        let shell = session_info(&mut c, A, &exits).await.unwrap().pid;
+        let other = session_info(&mut c, A, &orphaned).await.unwrap().pid;
+        let helper = ptyd::process::procfs::ppid(other as i32).expect("the helper");
+        start(&mut c, A, &exits, "sleep 1; exit 3").await;
+        kill9(first).await;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(helper),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        wait_until(
+            PROCESS_DEADLINE,
+            "the shell exited meanwhile",
+            || async move { !process_is_running(shell) },
+        )
+        .await;
+
+        let (second, _) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        let c2 = c.clone();
+        let exits2 = exits.clone();
+        wait_until(PROCESS_DEADLINE, "the exit is reported", move || {
+            let (mut c, id) = (c2.clone(), exits2.clone());
+            async move {
+                session_info(&mut c, A, &id)
+                    .await
+                    .and_then(|s| s.status)
+                    .is_some_and(|s| s.state == "exited" && s.exit_code == Some(3))
+            }
+        })
+        .await;
+        let lost = session_info(&mut c, A, &orphaned)
+            .await
+            .expect("still listed");
+        assert_eq!(lost.status.unwrap().state, "exited");
+        let page = read_page(&mut c, A, &orphaned, 0, 50).await;
+        assert!(page.text.contains("kept-line"), "{}", page.text);
+        terminate(second).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grace_ends_an_unadopted_session_and_a_restart_within_it_adopts() {
+    timed(async {
+        let config = "adoption_grace_ms = 2000\n";
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-grace-")
+            .tempdir()
+            .unwrap();
+        let (first, socket) = serve(dir.path(), config).await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        let sid = open_in(&mut c, A, dir.path()).await;
+        run_ok(&mut c, A, &sid, "sleep 1000 &").await;
+        let shell = session_info(&mut c, A, &sid).await.unwrap().pid;
+        let helper = ptyd::process::procfs::ppid(shell as i32).unwrap() as u32;
+        let members: Vec<u32> = ptyd::process::procfs::live_descendants(helper as i32)
+            .into_iter()
+            .map(|p| p as u32)
+            .chain([helper])
+            .collect();
+        assert!(members.len() >= 3, "{members:?}");
+        kill9(first).await;
+        let killed = Instant::now();
+        wait_until(
+            Duration::from_secs(3),
+            "no process of the session is left",
+            || {
+                let members = members.clone();
+                async move { members.iter().all(|&p| !process_is_running(p)) }
+            },
+        )
+        .await;
+        assert!(
+            killed.elapsed() >= Duration::from_millis(1900),
+            "not before the grace"
+        );
+
+        // Within the grace, a new daemon adopts the session, which then outlives the grace.
+        let (second, _) = serve(dir.path(), config).await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        let kept = open_in(&mut c, A, dir.path()).await;
+        run_ok(&mut c, A, &kept, "echo before").await;
+        let pid = session_info(&mut c, A, &kept).await.unwrap().pid;
+        kill9(second).await;
+        let (third, _) = serve(dir.path(), config).await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        let until = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < until {
+            assert!(process_is_running(pid), "the adopted session lives on");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let out = run_ok(&mut c, A, &kept, "echo after").await;
+        assert!(out.contains("after"), "{out}");
+        terminate(third).await;
+        assert!(!process_is_running(pid), "a clean stop ends it");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_daemon_per_state_directory_and_ids_continue_across_daemons() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-one-")
+            .tempdir()
+            .unwrap();
+        let (first, socket) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        assert_eq!(open_in(&mut c, A, dir.path()).await, "t1");
+
+        let out = serve_command(dir.path(), "", &dir.path().join("other.sock"))
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("already serves the state directory"),
+            "{stderr}"
+        );
+
+        terminate(first).await;
+        let sessions = dir.path().join("state/ptyd/sessions");
+        assert_eq!(
+            std::fs::read_dir(&sessions).unwrap().count(),
+            0,
+            "a clean stop removes them"
+        );
+        let (second, _) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        assert!(ids(&mut c, A).await.is_empty());
+        assert_eq!(open_in(&mut c, A, dir.path()).await, "t2", "never reused");
+        terminate(second).await;
+    })
+    .await;
+}
