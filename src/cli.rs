@@ -73,6 +73,13 @@ pub enum Verb {
         #[arg(long, value_name = "MODE")]
         process_tracking: Option<crate::process::ProcessTracking>,
     },
+    /// After the systemd unit stopped: end the sessions it left, unless the daemon crashed.
+    ///
+    /// Example: ptyd stop-post   (the unit's ExecStopPost= runs it; it reads $SERVICE_RESULT)
+    ///
+    /// A stop that was asked for (SERVICE_RESULT=success or timeout) ends every process left in
+    /// the unit's cgroup; after a crash the sessions stay for the restarted daemon to adopt.
+    StopPost,
     /// Run the ACP agent shim on stdio (for Zed and other ACP editors).
     ///
     /// Example: ptyd acp --type shell
@@ -116,7 +123,8 @@ pub enum Verb {
     Send {
         /// Session id (t1)
         session: String,
-        /// Text to type; Enter follows unless --no-submit
+        /// Text to type; Enter follows unless --no-submit (keys alone, without text, press just
+        /// the keys)
         #[arg(default_value = "", hide_default_value = true)]
         text: String,
         /// Do not press Enter after the text
@@ -258,9 +266,13 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
     })?;
     let agent_id = global.agent.clone();
     let (rendered, typed, status): (String, Value, i32) = match verb {
-        Verb::Serve { .. } | Verb::Acp(_) | Verb::Mcp(_) | Verb::Completions { .. } => {
+        Verb::Serve { .. }
+        | Verb::Acp(_)
+        | Verb::Mcp(_)
+        | Verb::StopPost
+        | Verb::Completions { .. } => {
             return Err(CliError(
-                "serve, acp and completions are not client verbs".into(),
+                "serve, acp, mcp, stop-post and completions are not client verbs".into(),
             ));
         }
         Verb::Open {
@@ -302,7 +314,8 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                     agent_id,
                     session_id: session,
                     text,
-                    submit: Some(!no_submit),
+                    // Unset leaves the contract's default: Enter after text, none after keys alone.
+                    submit: no_submit.then_some(false),
                     keys,
                     run_in_background: background,
                     typeahead,

@@ -5,7 +5,10 @@
 //! # Layout
 //! - [`server`]: `ptyd serve`'s start-up ([`server::run`]: config, signals, socket activation or
 //!   bind, the TCP token), the socket, the peer check and the refusal another user gets, the
-//!   caller's deadline, and `serve(listener, config, shutdown)`.
+//!   caller's deadline, upgrade in place on SIGHUP (`server/upgrade.rs`, the calls in flight
+//!   answered by `server/drain.rs`), and `serve(listener, config, shutdown)`.
+//! - [`stop_post`]: `ptyd stop-post`, the systemd unit's `ExecStopPost=`: ends what a stopped
+//!   daemon left unless it crashed.
 //! - `h2_authority`: accepts clients that send the socket path as HTTP/2 `:authority`.
 //! - `service`: the gRPC `Terminals` service (protocol only: validate, registry, session,
 //!   `pb` response) and the error-to-status table.
@@ -66,6 +69,7 @@ pub mod server;
 pub(crate) mod service;
 pub(crate) mod session;
 pub(crate) mod state;
+pub mod stop_post;
 pub(crate) mod validate;
 pub mod waiting;
 

@@ -17,6 +17,15 @@ fn main() -> ExitCode {
             _ => ExitCode::SUCCESS,
         };
     }
+    if let Verb::StopPost = cli.command {
+        return match ptyd::stop_post::run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     // One thread runs everything (blocking work such as cgroup removal goes to tokio's blocking
     // pool). A send is a chain of hand-offs (connection task, session actor, PTY readiness,
     // reply); on one thread each is a queue push, while a multi-thread runtime wakes idle

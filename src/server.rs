@@ -5,14 +5,19 @@
 //! session.
 //!
 //! - `startup`: `ptyd serve` from its flags ([`run`]): config, signals, listeners.
+//! - `upgrade`: upgrade in place on SIGHUP (re-exec, listeners handed over).
+//! - `drain`: the calls in flight answered `UNAVAILABLE` before that exec.
 //! - `refusal`: the answer to a connection from another user.
 //! - `deadline`: the caller's `grpc-timeout`, answered `DEADLINE_EXCEEDED`.
 
 mod deadline;
+mod drain;
 mod refusal;
 mod startup;
+mod upgrade;
 
 pub use startup::{ServeOptions, run};
+pub(crate) use upgrade::is_handover_var;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -106,7 +111,7 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    serve_with(listener, None, config, shutdown).await
+    serve_with(listener, None, config, shutdown, None).await
 }
 
 /// A TCP listener next to the socket, and the bearer token its clients must send.
@@ -146,8 +151,9 @@ pub(crate) fn read_token_file(path: &Path) -> Result<String> {
     Ok(token.to_owned())
 }
 
-/// Like [`serve`], and also on `tcp` when given, where every call must carry the bearer token.
-/// Sets up process ownership first: resolves `config.process_tracking` (a forced `cgroup`
+/// Like [`serve`], and also on `tcp` when given, where every call must carry the bearer token;
+/// with `upgrade` (`ptyd serve`), SIGHUP upgrades the daemon in place. Sets up process
+/// ownership first: resolves `config.process_tracking` (a forced `cgroup`
 /// without a usable cgroup is an error), makes the daemon a child subreaper and reaps what it
 /// adopts.
 pub(crate) async fn serve_with(
@@ -155,6 +161,7 @@ pub(crate) async fn serve_with(
     tcp: Option<TcpServing>,
     mut config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    upgrade: Option<upgrade::Upgrade>,
 ) -> Result<()> {
     crate::process::helper::executable().map_err(Error::FailedPrecondition)?;
     config.process_tracking = config
@@ -231,9 +238,11 @@ pub(crate) async fn serve_with(
 
     // One stop for both listeners: the caller's shutdown, or either server failing.
     let stop = tokio_util::sync::CancellationToken::new();
+    let drain = drain::Drain::default();
     let routes = routes(health_service, terminals.clone())?;
     let unix = async {
         let result = tonic::transport::Server::builder()
+            .layer(drain::DrainLayer(drain.clone()))
             .layer(deadline::DeadlineLayer)
             .add_routes(routes.clone())
             .serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned())
@@ -252,6 +261,7 @@ pub(crate) async fn serve_with(
             .layer(tonic::service::InterceptorLayer::new(
                 move |request: tonic::Request<()>| check_bearer(request, &expected),
             ))
+            .layer(drain::DrainLayer(drain.clone()))
             .layer(deadline::DeadlineLayer)
             .add_routes(routes.clone())
             .serve_with_incoming_shutdown(
@@ -262,10 +272,17 @@ pub(crate) async fn serve_with(
         stop.cancel();
         result.map_err(Error::from)
     };
+    let upgrades = async {
+        match upgrade {
+            Some(upgrade) => upgrade.run(&drain).await,
+            None => std::future::pending().await,
+        }
+    };
     let watch = async {
         tokio::select! {
             _ = shutdown => stop.cancel(),
             _ = stop.cancelled() => {}
+            never = upgrades => match never {},
         }
         // Close the sessions while the servers drain their connections: open streams (Watch,
         // SendStream) and long sends end with their sessions, so draining cannot hang on them.

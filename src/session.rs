@@ -295,6 +295,7 @@ fn resumed_wait(wait: Option<(i64, u64)>) -> SendInput {
         timeout,
         idle,
         max_result_bytes: crate::validate::DEFAULT_MAX_RESULT_BYTES,
+        // An empty wait types nothing, so there is nothing to hold for a prompt.
         typeahead: false,
     }
 }

@@ -1262,3 +1262,83 @@ async fn with_a_daemon_it_uses_it_and_closes_its_sessions_on_disconnect() {
     })
     .await;
 }
+
+/// A daemon on `socket` inside this test, with its state in `state` (its sessions get a HOME
+/// without rc files), and the sender that stops it.
+fn serve_on(
+    socket: &Path,
+    state: &Path,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), ptyd::Error>>,
+) {
+    let _ = std::fs::remove_file(socket);
+    let listener = tokio::net::UnixListener::bind(socket).expect("bind the socket");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut config = ptyd::config::Config::default();
+    let home = support::clean_home().display().to_string();
+    config.env_defaults.push(("HOME".into(), home));
+    config.state_dir = Some(state.to_owned());
+    let task = tokio::spawn(ptyd::server::serve(listener, config, async move {
+        let _ = stopped.await;
+    }));
+    (stop, task)
+}
+
+/// The daemon on the socket restarts between two prompts (its sessions gone with it): a prompt
+/// while none answers fails, and the next one reconnects, says the old terminal is gone, and runs
+/// in a fresh one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_after_the_daemon_restarted_reconnects() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-acp-reconnect-")
+            .tempdir()
+            .unwrap();
+        let socket = dir.path().join("ptyd.sock");
+        let (stop, task) = serve_on(&socket, &dir.path().join("state"));
+        let socket_dir = tempfile::tempdir().expect("unused dir");
+        let mut bridge = Bridge::start_with(&[], &socket, socket_dir).await;
+        bridge.initialize(Mode::Terminal).await;
+        let session = bridge.new_session(dir.path()).await;
+        let turn = bridge.prompt(&session, "echo before").await;
+        assert_eq!(
+            turn.final_update()["rawOutput"]["formatted_output"],
+            "before"
+        );
+
+        stop.send(()).unwrap();
+        task.await.unwrap().expect("the daemon stopped cleanly");
+        // While no daemon answers, a prompt ends normally with the error.
+        let turn = bridge.prompt(&session, "echo nobody").await;
+        assert_eq!(turn.stop, "end_turn");
+        assert_eq!(
+            turn.final_update()["status"],
+            "failed",
+            "{:#?}",
+            turn.updates
+        );
+        let (stop, task) = serve_on(&socket, &dir.path().join("state"));
+
+        let turn = bridge.prompt(&session, "echo after").await;
+        assert_eq!(turn.stop, "end_turn");
+        assert_eq!(
+            turn.final_update()["rawOutput"]["formatted_output"],
+            "after",
+            "{:#?}",
+            turn.updates
+        );
+        assert!(
+            turn.messages()
+                .contains("terminal session of this conversation is gone"),
+            "{}",
+            turn.messages()
+        );
+        assert_eq!(bridge.close_and_wait_exit().await, 0);
+        stop.send(()).unwrap();
+        task.await
+            .unwrap()
+            .expect("the second daemon stopped cleanly");
+    })
+    .await;
+}

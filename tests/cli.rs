@@ -177,6 +177,45 @@ async fn client_verbs_print_the_rendered_text() {
             "{out:?}"
         );
 
+        // Keys alone press just the keys: the Backspace edits the typed line, no Enter runs it.
+        ok_stdout(
+            &run(ptyd()
+                .args([
+                    "send",
+                    "--socket",
+                    &s,
+                    "--no-submit",
+                    "--idle-ms",
+                    "300",
+                    &sid,
+                ])
+                .arg("echo abc"))
+            .await,
+            "send --no-submit",
+        );
+        ok_stdout(
+            &run(ptyd().args([
+                "send",
+                "--socket",
+                &s,
+                "--key",
+                "Backspace",
+                "--idle-ms",
+                "300",
+                &sid,
+            ]))
+            .await,
+            "send --key Backspace",
+        );
+        let out = ok_stdout(
+            &run(ptyd().args(["send", "--socket", &s, "--key", "Enter", &sid])).await,
+            "send --key Enter",
+        );
+        assert!(
+            out.starts_with("ab\n[wait: prompt]\n[exit code: 0]"),
+            "the line ran once, edited: {out:?}"
+        );
+
         let out = ok_stdout(
             &run(ptyd().args(["close", "--socket", &s, &sid])).await,
             "close",

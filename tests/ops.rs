@@ -576,3 +576,138 @@ async fn logs_follow_rust_log_and_suit_the_journal() {
     })
     .await;
 }
+
+/// `ptyd stop-post`, the unit's `ExecStopPost=`, in a cgroup laid out as systemd lays out a
+/// delegated `ptyd.service` (this runs without a systemd manager): after a crash
+/// (`SERVICE_RESULT=signal`) the sessions stay for the restarted daemon; after a stop that was
+/// asked for (`success`) every process left in the unit's cgroup tree is gone; without systemd's
+/// variables it refuses and kills nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_post_ends_a_stopped_units_sessions_and_keeps_a_crashed_ones() {
+    timed(async {
+        let Ok((base, _)) = ptyd::process::cgroup::current_dir() else {
+            eprintln!("SKIPPED stop_post: this process is in no cgroup v2");
+            return;
+        };
+        let n = format!("{}-{}", std::process::id(), nonce_ops());
+        let unit = base.join(format!("ptydtest-{n}.service"));
+        if let Err(e) = std::fs::create_dir(&unit) {
+            eprintln!(
+                "SKIPPED stop_post: cannot create a cgroup under {}: {e}",
+                base.display()
+            );
+            return;
+        }
+        let session = unit.join("ptyd-1-2").join("3-t1");
+        let control = unit.join(".control");
+        std::fs::create_dir_all(&session).unwrap();
+        std::fs::create_dir(&control).unwrap();
+        // A session's process in its cgroup, and one left directly in the unit's (subreaper
+        // mode); each joins its cgroup before it becomes the sleep.
+        let in_cgroup = |cgroup: &Path, program: &str| {
+            let mut cmd = tokio::process::Command::new("sh");
+            cmd.arg("-c")
+                .arg(format!(
+                    "echo $$ > {}/cgroup.procs && exec {program}",
+                    cgroup.display()
+                ))
+                .stdin(Stdio::null())
+                .kill_on_drop(true);
+            cmd
+        };
+        let sleeps =
+            [format!("sleep 1000.{n}"), format!("sleep 1001.{n}")].map(|s| s.replace('-', ""));
+        let mut children = vec![
+            in_cgroup(&session, &sleeps[0]).spawn().unwrap(),
+            in_cgroup(&unit, &sleeps[1]).spawn().unwrap(),
+        ];
+        let pids: Vec<i32> = children.iter().map(|c| c.id().unwrap() as i32).collect();
+        let joined = |cgroup: &Path, pid: i32| {
+            std::fs::read_to_string(cgroup.join("cgroup.procs"))
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.trim() == pid.to_string())
+        };
+        let (s, u) = (session.clone(), unit.clone());
+        let p = pids.clone();
+        wait_until(
+            PROCESS_DEADLINE,
+            "both sleeps joined their cgroups",
+            move || {
+                let ok = joined(&s, p[0]) && joined(&u, p[1]);
+                async move { ok }
+            },
+        )
+        .await;
+        let stop_post = |result: Option<&str>| {
+            let mut cmd = in_cgroup(
+                &control,
+                &format!("{} stop-post", env!("CARGO_BIN_EXE_ptyd")),
+            );
+            cmd.env_remove("SERVICE_RESULT")
+                .env("EXIT_CODE", "killed")
+                .env("EXIT_STATUS", "KILL");
+            if let Some(result) = result {
+                cmd.env("SERVICE_RESULT", result);
+            }
+            cmd
+        };
+        let alive = |pid: i32| process_is_running(pid as u32);
+
+        let refused = output(&mut stop_post(None)).await;
+        assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+        assert!(text(&refused.stderr).contains("SERVICE_RESULT is not set"));
+        let kept = output(&mut stop_post(Some("signal"))).await;
+        assert!(kept.status.success(), "{kept:?}");
+        assert!(
+            text(&kept.stderr).contains("leaving its sessions for the restarted daemon"),
+            "{}",
+            text(&kept.stderr)
+        );
+        assert!(pids.iter().all(|&p| alive(p)), "a crash keeps the sessions");
+
+        let ended = output(&mut stop_post(Some("success"))).await;
+        assert!(ended.status.success(), "{ended:?}");
+        assert!(
+            text(&ended.stderr).contains("ended 2 leftover process(es)"),
+            "{}",
+            text(&ended.stderr)
+        );
+        for child in &mut children {
+            let status = tokio::time::timeout(PROCESS_DEADLINE, child.wait())
+                .await
+                .expect("the leftover is gone")
+                .unwrap();
+            assert_eq!(
+                std::os::unix::process::ExitStatusExt::signal(&status),
+                Some(9),
+                "killed: {status:?}"
+            );
+        }
+        for cgroup in [
+            &session,
+            &session.parent().unwrap().to_path_buf(),
+            &control,
+            &unit,
+        ] {
+            let path = cgroup.clone();
+            wait_until(
+                PROCESS_DEADLINE,
+                "the test cgroup can be removed",
+                move || {
+                    let removed = std::fs::remove_dir(&path).is_ok() || !path.exists();
+                    async move { removed }
+                },
+            )
+            .await;
+        }
+    })
+    .await;
+}
+
+/// A number no other call in this process returns.
+fn nonce_ops() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}

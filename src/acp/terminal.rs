@@ -17,6 +17,11 @@ const INTERRUPT_RETRY: Duration = Duration::from_millis(1000);
 /// ...and the shim stops waiting for the command after this long, so the prompt ends promptly.
 const INTERRUPT_GIVE_UP: Duration = Duration::from_millis(1700);
 
+/// Said when the session's terminal is gone and the command runs in a new one.
+const TERMINAL_GONE: &str = "The terminal session of this conversation is gone (the ptyd daemon \
+    restarted without it, or it was closed); running the command in a new terminal, so the \
+    shell's directory, variables and programs start afresh.";
+
 /// How a send ended.
 enum Outcome {
     /// The daemon answered.
@@ -44,25 +49,51 @@ pub(crate) async fn run(
         &session.cwd(),
         terminal_mode,
     ));
-    let terminal = match terminal {
+    let mut terminal = match terminal {
         Ok(t) => t,
         Err(e) => return out.tool_update(wire::call_error(&id, &error_line(&e))),
     };
     let mut pump = OutputPump::new(COMMAND_OUTPUT_CAP, UPDATE_INTERVAL);
-    let outcome = if cancel.is_cancelled() {
+    let mut emit = |data: String| out.tool_update(wire::output_update(&id, data));
+    let mut outcome = if cancel.is_cancelled() {
         Outcome::Unfinished
     } else {
-        let mut emit = |data: String| out.tool_update(wire::output_update(&id, data));
-        let mut send = LiveSend {
+        LiveSend {
             shim,
             terminal: &terminal,
             cancel,
             terminal_mode,
             pump: &mut pump,
             emit: &mut emit,
-        };
-        send.run(command).await
+        }
+        .run(command)
+        .await
     };
+    // The terminal is gone (a daemon restarted without it, or it was closed elsewhere): nothing
+    // was typed, so the command runs in a fresh terminal rather than every prompt failing.
+    if let Outcome::Failed(status) = &outcome
+        && status.code() == tonic::Code::NotFound
+        && !cancel.is_cancelled()
+    {
+        session.forget_terminal(&terminal).await;
+        out.message(TERMINAL_GONE);
+        outcome = match shim.ensure_terminal(session).await {
+            Ok(fresh) => {
+                terminal = fresh;
+                LiveSend {
+                    shim,
+                    terminal: &terminal,
+                    cancel,
+                    terminal_mode,
+                    pump: &mut pump,
+                    emit: &mut emit,
+                }
+                .run(command)
+                .await
+            }
+            Err(e) => Outcome::Failed(e),
+        };
+    }
     if let Some(last) = pump.finish().filter(|_| terminal_mode) {
         out.tool_update(wire::output_update(&id, last));
     }

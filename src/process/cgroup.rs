@@ -6,7 +6,8 @@
 //! setup), removes the cgroups a crashed predecessor left behind, creates this daemon's parent
 //! cgroup there and checks it has `cgroup.kill` (Linux 5.14+), and moves the daemon into the
 //! leaf `<own>/daemon` unless it sits at the hierarchy's root (a cgroup with children should
-//! hold no processes of its own). Under systemd, `Delegate=yes` on the unit gives it this
+//! hold no processes of its own); a daemon re-executed by an upgrade in place is there already,
+//! and takes the leaf's parent as its own cgroup. Under systemd, `Delegate=yes` on the unit gives it this
 //! subtree; run as root outside systemd, the daemon's cgroup is the hierarchy's root, and the
 //! parent keeps its sessions in one directory there instead of beside the machine's own.
 //!
@@ -96,7 +97,7 @@ pub fn current_dir() -> Result<(PathBuf, PathBuf), String> {
 }
 
 fn detect() -> Result<Hierarchy, String> {
-    let (base, relative) = current_dir()?;
+    let (base, relative) = daemon_cgroup(current_dir()?);
     let me = std::process::id();
     let start = procfs::start_time(me as i32).ok_or("cannot read this process's start time")?;
     remove_stale(&base);
@@ -125,6 +126,18 @@ fn detect() -> Result<Hierarchy, String> {
     }
     tracing::info!(cgroup = %parent.display(), "one cgroup v2 per session");
     Ok(Hierarchy { parent })
+}
+
+/// The daemon's own cgroup from the one this process is in: the parent of its leaf when the
+/// process already sits in one (it moved there before an upgrade in place re-executed it, same
+/// process); else the one it is in.
+fn daemon_cgroup((dir, relative): (PathBuf, PathBuf)) -> (PathBuf, PathBuf) {
+    match (dir.parent(), relative.parent()) {
+        (Some(base), Some(base_relative)) if relative.file_name() == Some(DAEMON_LEAF.as_ref()) => {
+            (base.to_owned(), base_relative.to_owned())
+        }
+        _ => (dir, relative),
+    }
 }
 
 /// Removes this daemon's parent cgroup ([`release`]) when dropped: `serve` holds one from
@@ -461,6 +474,27 @@ impl Members for SessionCgroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_daemon_already_in_its_leaf_uses_the_leafs_parent() {
+        let mount = Path::new("/sys/fs/cgroup");
+        for (relative, expected) in [
+            (
+                "user.slice/app.slice/ptyd.service/daemon",
+                "user.slice/app.slice/ptyd.service",
+            ),
+            (
+                "user.slice/app.slice/ptyd.service",
+                "user.slice/app.slice/ptyd.service",
+            ),
+            ("daemons.slice", "daemons.slice"),
+            ("", ""),
+        ] {
+            let (dir, rel) = daemon_cgroup((mount.join(relative), PathBuf::from(relative)));
+            assert_eq!(rel, Path::new(expected), "{relative}");
+            assert_eq!(dir, mount.join(expected), "{relative}");
+        }
+    }
 
     #[test]
     fn owners_are_parsed_from_session_cgroup_names() {

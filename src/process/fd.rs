@@ -20,6 +20,12 @@ pub(crate) fn set_cloexec(fd: &impl AsRawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Lets `fd` stay open across exec (the listeners an upgrade hands to the next image).
+pub(crate) fn clear_cloexec(fd: &impl AsRawFd) -> io::Result<()> {
+    fcntl(fd.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::empty()))?;
+    Ok(())
+}
+
 /// Puts `fd` in non-blocking mode.
 pub(crate) fn set_nonblocking(fd: OwnedFd) -> io::Result<OwnedFd> {
     let flags = OFlag::from_bits_retain(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);

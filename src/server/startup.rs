@@ -1,8 +1,10 @@
 //! `ptyd serve` from its flags to a serving daemon: the config file, the signal handlers, the
-//! socket (systemd's, or bound at the path), the optional TCP listener with its token, then
-//! [`serve_with`](super::serve_with) until SIGTERM or SIGINT. The binary only parses arguments
-//! and calls [`run`].
+//! socket (handed over by the previous image after an upgrade in place, systemd's, or bound at
+//! the path), the optional TCP listener with its token, then [`serve_with`](super::serve_with)
+//! until SIGTERM or SIGINT, upgrading in place on SIGHUP. The binary only parses arguments and
+//! calls [`run`].
 
+use super::upgrade::{self, Upgrade};
 use super::{TcpServing, activated_listener, bind, default_socket_path, read_token_file};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -28,17 +30,22 @@ pub struct ServeOptions {
     pub process_tracking: Option<crate::process::ProcessTracking>,
 }
 
-/// Runs the daemon as `ptyd serve` does: until SIGTERM or SIGINT, then closes every session.
-/// With `check_config` it only loads the configuration and says whether it is valid.
+/// Runs the daemon as `ptyd serve` does: until SIGTERM or SIGINT, then closes every session;
+/// SIGHUP upgrades it in place (`server/upgrade.rs`). With `check_config` it only loads the
+/// configuration and says whether it is valid.
 pub async fn run(options: ServeOptions) -> Result<()> {
     let Some(config) = load_config(&options)? else {
         return Ok(());
     };
     // Handlers first: a SIGTERM that arrives once the socket is announced must shut down
-    // cleanly, not kill the process with the default action.
+    // cleanly, not kill the process with the default action. Then the signals a previous image
+    // held across its exec (if this one comes from an upgrade) are let through.
     let shutdown = termination()?;
+    let hangups = upgrade::hangups()?;
+    upgrade::unblock_signals()?;
     let (unix, tcp) = listeners(&options).await?;
-    super::serve_with(unix, tcp, config, shutdown).await
+    let upgrades = Upgrade::prepare(hangups, &unix, tcp.as_ref().map(|t| &t.listener))?;
+    super::serve_with(unix, tcp, config, shutdown, Some(upgrades)).await
 }
 
 /// The configuration `options` name, with `--process-tracking` applied; none when only a check
@@ -78,12 +85,31 @@ pub(crate) fn termination() -> Result<impl Future<Output = ()> + Send + 'static>
     })
 }
 
-/// The listeners `options` ask for: the socket systemd passed (socket activation), else one
-/// bound at the socket path (announced on stderr); and the TCP listener with its token when
-/// `listen_tcp` and `token_file` are both given.
+/// The listeners `options` ask for: the ones the previous image handed over (after an upgrade
+/// in place), else the socket systemd passed (socket activation), else one bound at the socket
+/// path (announced on stderr); and the TCP listener with its token when `listen_tcp` and
+/// `token_file` are both given (the token file is read again after an upgrade).
 pub(crate) async fn listeners(
     options: &ServeOptions,
 ) -> Result<(UnixListener, Option<TcpServing>)> {
+    if let Some((unix, tcp)) = upgrade::inherited()? {
+        tracing::info!("upgraded in place: serving the listeners the previous image handed over");
+        let unix = UnixListener::from_std(unix).map_err(Error::io("registering the socket"))?;
+        let tcp = match (options.listen_tcp, &options.token_file, tcp) {
+            (Some(_), Some(token_file), Some(fd)) => {
+                let token = read_token_file(token_file)?;
+                let listener = std::net::TcpListener::from(fd);
+                listener.set_nonblocking(true).map_err(Error::io(
+                    "making the handed-over TCP listener non-blocking",
+                ))?;
+                let listener = tokio::net::TcpListener::from_std(listener)
+                    .map_err(Error::io("registering the handed-over TCP listener"))?;
+                Some(TcpServing { listener, token })
+            }
+            _ => None,
+        };
+        return Ok((unix, tcp));
+    }
     let unix = match activated_listener()? {
         Some(listener) => {
             tracing::info!("serving the socket passed by systemd socket activation");

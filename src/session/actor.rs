@@ -370,6 +370,9 @@ impl Actor {
     }
 
     fn on_exit(&mut self, kind: ExitKind) {
+        // What the program wrote before it exited is in the terminal already: take it in
+        // first, or the send would settle (and a Read answer) without the program's last words.
+        self.take_waiting_output(|_| true);
         self.exit = Some(kind);
         // Watchers see the stream end with the program.
         self.watchers.end();

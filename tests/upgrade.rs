@@ -1,0 +1,647 @@
+//! Upgrade in place (issue 14): `SIGHUP` to a real `ptyd serve` re-executes the binary at its
+//! path in the same process, on the same socket. Each test installs its own copy of the binaries
+//! in a temp dir (so it can replace them as `cargo install` does: a new file renamed over the
+//! old), with its own socket, config file and state directory, and reads the daemon's log from a
+//! file.
+
+mod support;
+
+use ptyd::pb::{SendRequest, TypesRequest};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use support::{Client, open_in, send_request, send_with, timed, wait_until};
+use tonic::Code;
+
+/// Longest wait for a daemon to start, re-execute or exit on a loaded CI machine.
+const PROCESS_DEADLINE: Duration = Duration::from_secs(30);
+
+/// `ptyd serve` run from its own copy of the binaries.
+struct Installed {
+    dir: tempfile::TempDir,
+    child: tokio::process::Child,
+}
+
+impl Installed {
+    /// Copies `ptyd` and its helper into `<tmp>/bin`, writes `config` to `<tmp>/config.toml`,
+    /// and starts `<tmp>/bin/ptyd --socket <tmp>/ptyd.sock serve --config <tmp>/config.toml`;
+    /// returns once it answers.
+    async fn start(config: &str) -> Installed {
+        Installed::start_with(config, |_| Vec::new()).await
+    }
+
+    /// Like [`start`](Self::start), with the `serve` arguments `args` makes from the temp dir.
+    async fn start_with(config: &str, args: impl FnOnce(&Path) -> Vec<String>) -> Installed {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-upgrade-")
+            .tempdir()
+            .unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let built = Path::new(env!("CARGO_BIN_EXE_ptyd"));
+        for name in ["ptyd", "ptyd-session-helper"] {
+            let from = built.with_file_name(name);
+            std::fs::copy(&from, bin.join(name))
+                .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+        }
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        let log = std::fs::File::create(dir.path().join("log")).unwrap();
+        let socket = dir.path().join("ptyd.sock");
+        let child = tokio::process::Command::new(bin.join("ptyd"))
+            .arg("--socket")
+            .arg(&socket)
+            .arg("serve")
+            .arg("--config")
+            .arg(dir.path().join("config.toml"))
+            .args(args(dir.path()))
+            .env_remove("PTYD_SOCKET")
+            .env_remove("LISTEN_FDS")
+            .env_remove("LISTEN_PID")
+            .env("HOME", support::clean_home())
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start ptyd serve");
+        let installed = Installed { dir, child };
+        let s = installed.socket();
+        wait_until(PROCESS_DEADLINE, "the daemon answers", move || {
+            let s = s.clone();
+            async move { ptyd::client::connect(&s).await.is_ok() }
+        })
+        .await;
+        installed
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("ptyd.sock")
+    }
+
+    fn binary(&self) -> PathBuf {
+        self.dir.path().join("bin/ptyd")
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().expect("the daemon runs")
+    }
+
+    async fn client(&self) -> Client {
+        ptyd::client::connect(&self.socket())
+            .await
+            .expect("connect")
+    }
+
+    /// What the daemon logged so far.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+
+    /// Installs a different build at the binary's path as installers do (a new file renamed
+    /// over the old one, which the running daemon keeps as a deleted inode): the built binary
+    /// with `marker` appended, which the loader ignores. Returns nothing; [`runs_marker`] tells
+    /// which file the daemon runs.
+    fn replace_binary(&self, contents: &[u8]) {
+        let staged = self.dir.path().join("bin/.ptyd.new");
+        std::fs::write(&staged, contents).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&staged, self.binary()).unwrap();
+    }
+
+    fn write_config(&self, config: &str) {
+        let staged = self.dir.path().join(".config.new");
+        std::fs::write(&staged, config).unwrap();
+        std::fs::rename(&staged, self.dir.path().join("config.toml")).unwrap();
+    }
+
+    fn sighup(&self) {
+        signal(self.pid(), nix::sys::signal::Signal::SIGHUP);
+    }
+
+    /// Waits until the log shows `needle` `times` times.
+    async fn wait_log(&self, needle: &str, times: usize) {
+        let log = self.dir.path().join("log");
+        let what = format!("the daemon logs {needle:?} {times} time(s)");
+        wait_until(PROCESS_DEADLINE, &what, move || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            async move { text.matches(needle).count() >= times }
+        })
+        .await;
+    }
+
+    /// SIGTERMs the daemon and asserts it exits 0.
+    async fn terminate(mut self) {
+        signal(self.pid(), nix::sys::signal::Signal::SIGTERM);
+        let status = tokio::time::timeout(PROCESS_DEADLINE, self.child.wait())
+            .await
+            .expect("the daemon exits after SIGTERM")
+            .expect("wait for the daemon");
+        assert!(status.success(), "exit 0 after SIGTERM: {status}");
+    }
+}
+
+fn signal(pid: u32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
+        .unwrap_or_else(|e| panic!("{signal} to {pid}: {e}"));
+}
+
+/// The built `ptyd` with `marker` appended: a different file that runs the same.
+fn rebuilt(marker: &str) -> Vec<u8> {
+    let mut bytes = std::fs::read(env!("CARGO_BIN_EXE_ptyd")).unwrap();
+    bytes.extend_from_slice(marker.as_bytes());
+    bytes
+}
+
+/// Whether the process `pid` runs the file whose contents end with `marker`, and that file is
+/// the one at its path now (its `/proc/<pid>/exe` is not a deleted inode).
+fn runs_marker(pid: u32, marker: &str) -> bool {
+    let exe = format!("/proc/{pid}/exe");
+    let Ok(link) = std::fs::read_link(&exe) else {
+        return false;
+    };
+    !link.to_string_lossy().ends_with(" (deleted)")
+        && std::fs::read(&exe).is_ok_and(|b| b.ends_with(marker.as_bytes()))
+}
+
+/// A unique token for process names and markers.
+fn nonce() -> String {
+    format!(
+        "{}{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    )
+}
+
+/// Whether a process runs with exactly `cmdline` (arguments joined by spaces).
+fn runs(cmdline: &str) -> bool {
+    ptyd::process::procfs::pids().into_iter().any(|pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|raw| {
+            let args: Vec<String> = raw
+                .split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            args.join(" ") == cmdline
+        })
+    })
+}
+
+/// The daemon keeps its pid and socket, runs the new file at its path, breaks the call in flight
+/// with UNAVAILABLE, and the same client channel works again once the new image serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_runs_the_new_binary_in_the_same_process_on_the_same_socket() {
+    timed(async {
+        let daemon = Installed::start("").await;
+        let pid = daemon.pid();
+        let socket_inode = std::fs::metadata(daemon.socket()).unwrap().ino();
+        let mut c = daemon.client().await;
+        let sid = open_in(&mut c, "agent", daemon.dir.path()).await;
+        let n = nonce();
+        let sleeper = format!("sleep 60.{n}");
+        let mut in_flight = {
+            let mut c = c.clone();
+            let request = SendRequest {
+                timeout_ms: 60_000,
+                ..send_request("agent", &sid, &sleeper)
+            };
+            tokio::spawn(async move { c.send(request).await })
+        };
+        wait_until(PROCESS_DEADLINE, "the send's command runs", || {
+            let sleeper = sleeper.clone();
+            async move { runs(&sleeper) }
+        })
+        .await;
+
+        let marker = format!("ptyd-rebuilt-{n}");
+        daemon.replace_binary(&rebuilt(&marker));
+        daemon.sighup();
+        let broken = tokio::time::timeout(PROCESS_DEADLINE, &mut in_flight)
+            .await
+            .expect("the call in flight ends")
+            .expect("the send task");
+        let broken = broken.expect_err("the call in flight breaks");
+        assert_eq!(broken.code(), Code::Unavailable, "{broken:?}");
+        wait_until(PROCESS_DEADLINE, "the daemon runs the new binary", || {
+            let marker = marker.clone();
+            async move { runs_marker(pid, &marker) }
+        })
+        .await;
+        let types = c.clone();
+        wait_until(
+            PROCESS_DEADLINE,
+            "the same client is served again",
+            move || {
+                let mut c = types.clone();
+                async move { c.types(TypesRequest {}).await.is_ok() }
+            },
+        )
+        .await;
+        assert_eq!(daemon.pid(), pid, "the same process");
+        assert_eq!(
+            std::fs::metadata(daemon.socket()).unwrap().ino(),
+            socket_inode,
+            "the socket was handed over, not bound again"
+        );
+        let log = daemon.log();
+        assert!(
+            log.contains("serving the listeners the previous image handed over"),
+            "{log}"
+        );
+        daemon.terminate().await;
+    })
+    .await;
+}
+
+/// A config file that does not load keeps the running daemon, with its configuration, and says
+/// why; so does a binary at the path that cannot run. Fixed, the next SIGHUP applies it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_config_or_binary_on_sighup_keeps_the_daemon_serving_its_old_config() {
+    timed(async {
+        let daemon = Installed::start("[defaults]\ncols = 100\n").await;
+        let pid = daemon.pid();
+        let mut c = daemon.client().await;
+        let home = daemon.dir.path().to_owned();
+        let cols = |c: &mut Client| {
+            let mut c = c.clone();
+            let home = home.clone();
+            async move {
+                let sid = open_in(&mut c, "agent", &home).await;
+                let info = support::session_info(&mut c, "agent", &sid)
+                    .await
+                    .expect("listed");
+                support::close(&mut c, "agent", &sid).await;
+                info.cols
+            }
+        };
+        assert_eq!(cols(&mut c).await, 100);
+
+        daemon.write_config("[defaults]\ncols = 1\n");
+        daemon.sighup();
+        daemon
+            .wait_log("keeping the running daemon and its configuration", 1)
+            .await;
+        let log = daemon.log();
+        assert!(log.contains("defaults.cols"), "the log says why: {log}");
+        assert!(!log.contains("re-executing"), "{log}");
+        assert_eq!(daemon.pid(), pid);
+        assert_eq!(cols(&mut c).await, 100, "still the old configuration");
+
+        // A file at the binary's path that is no ptyd: refused the same way.
+        daemon.write_config("[defaults]\ncols = 90\n");
+        daemon.replace_binary(b"#!/bin/sh\necho 'not ptyd' >&2\nexit 3\n");
+        daemon.sighup();
+        daemon
+            .wait_log("keeping the running daemon and its configuration", 2)
+            .await;
+        let log = daemon.log();
+        assert!(log.contains("not ptyd"), "the log says what it said: {log}");
+        assert_eq!(cols(&mut c).await, 100, "still the old configuration");
+
+        daemon.replace_binary(&rebuilt("fixed"));
+        daemon.sighup();
+        wait_until(
+            PROCESS_DEADLINE,
+            "the daemon runs the fixed binary",
+            || async move { runs_marker(pid, "fixed") },
+        )
+        .await;
+        let mut fresh = daemon.client().await;
+        assert_eq!(
+            cols(&mut fresh).await,
+            90,
+            "the fixed configuration applies"
+        );
+        daemon.terminate().await;
+    })
+    .await;
+}
+
+/// A new `[[types]]` entry is usable by Open after SIGHUP, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_change_takes_effect_on_sighup() {
+    timed(async {
+        let daemon = Installed::start("").await;
+        let mut c = daemon.client().await;
+        let names = |c: &Client| {
+            let mut c = c.clone();
+            async move {
+                match c.types(TypesRequest {}).await {
+                    Ok(r) => r.into_inner().types.into_iter().map(|t| t.name).collect(),
+                    Err(_) => Vec::<String>::new(),
+                }
+            }
+        };
+        assert!(!names(&c).await.contains(&"cat".to_owned()));
+        daemon.write_config(
+            "[[types]]\nname = \"cat\"\nargv = [\"cat\"]\ndescription = \"echoes its input\"\n",
+        );
+        daemon.sighup();
+        let listed = c.clone();
+        wait_until(PROCESS_DEADLINE, "Types lists the new type", move || {
+            let c = listed.clone();
+            async move { names(&c).await.contains(&"cat".to_owned()) }
+        })
+        .await;
+        let opened = support::open_with(
+            &mut c,
+            ptyd::pb::OpenRequest {
+                agent_id: "agent".into(),
+                r#type: "cat".into(),
+                cwd: daemon.dir.path().display().to_string(),
+                ..Default::default()
+            },
+        )
+        .await;
+        let sid = opened.session.expect("a session").session_id;
+        let (result, _) = send_with(
+            &mut c,
+            SendRequest {
+                idle_ms: 300,
+                ..send_request("agent", &sid, "meow")
+            },
+        )
+        .await;
+        assert!(
+            result.viewport.contains("meow"),
+            "the cat session echoes: {result:?}"
+        );
+        daemon.terminate().await;
+    })
+    .await;
+}
+
+/// `--listen-tcp` survives the upgrade too, on the same port, and the token file is read again
+/// (a rotated token applies).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tcp_listener_is_handed_over_and_the_token_file_read_again() {
+    timed(async {
+        let daemon = Installed::start_with("", |dir| {
+            let token = dir.join("token");
+            std::fs::write(&token, "first-token\n").unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+            ["--listen-tcp", "127.0.0.1:0", "--token-file"]
+                .map(String::from)
+                .into_iter()
+                .chain([token.display().to_string()])
+                .collect()
+        })
+        .await;
+        daemon.wait_log("also listening on tcp ", 1).await;
+        let log = daemon.log();
+        let address = log
+            .split("also listening on tcp ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("the log names the TCP address")
+            .to_owned();
+        let types_with = |token: &'static str| {
+            let address = address.clone();
+            async move {
+                let Ok(channel) =
+                    tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+                        .unwrap()
+                        .connect()
+                        .await
+                else {
+                    return Err(Code::Unavailable);
+                };
+                let mut client = ptyd::pb::terminals_client::TerminalsClient::with_interceptor(
+                    channel,
+                    move |mut req: tonic::Request<()>| {
+                        let value = format!("Bearer {token}").parse().unwrap();
+                        req.metadata_mut().insert("authorization", value);
+                        Ok(req)
+                    },
+                );
+                client
+                    .types(TypesRequest {})
+                    .await
+                    .map(|_| ())
+                    .map_err(|s| s.code())
+            }
+        };
+        assert_eq!(types_with("first-token").await, Ok(()));
+
+        std::fs::write(daemon.dir.path().join("token"), "second-token\n").unwrap();
+        let marker = format!("ptyd-tcp-{}", nonce());
+        daemon.replace_binary(&rebuilt(&marker));
+        daemon.sighup();
+        let pid = daemon.pid();
+        wait_until(PROCESS_DEADLINE, "the daemon runs the new binary", || {
+            let marker = marker.clone();
+            async move { runs_marker(pid, &marker) }
+        })
+        .await;
+        wait_until(
+            PROCESS_DEADLINE,
+            "the TCP listener serves the new token",
+            move || async move { types_with("second-token").await == Ok(()) },
+        )
+        .await;
+        assert_eq!(types_with("first-token").await, Err(Code::Unauthenticated));
+        daemon.terminate().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Acceptance 2: five sessions of two agents through an upgrade in place
+
+const A: &str = "agent-a";
+const B: &str = "agent-b";
+
+async fn ids(c: &mut Client, agent: &str) -> Vec<String> {
+    support::list(c, agent)
+        .await
+        .sessions
+        .into_iter()
+        .map(|s| s.session_id)
+        .collect()
+}
+
+async fn open_type(c: &mut Client, agent: &str, ty: &str, cwd: &Path) -> String {
+    support::open_with(
+        c,
+        ptyd::pb::OpenRequest {
+            agent_id: agent.into(),
+            r#type: ty.into(),
+            cwd: cwd.display().to_string(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .expect("a session")
+    .session_id
+}
+
+/// Waits (an empty send) until the session is back at its prompt.
+async fn settle(c: &mut Client, agent: &str, sid: &str) {
+    let (r, _) = send_with(
+        c,
+        SendRequest {
+            agent_id: agent.into(),
+            session_id: sid.into(),
+            submit: Some(false),
+            timeout_ms: 60_000,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(r.wait_reason(), ptyd::pb::WaitReason::Prompt, "{r:?}");
+}
+
+/// Every history line of the session, oldest first.
+async fn history(c: &mut Client, agent: &str, sid: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut from = 1;
+    loop {
+        let page = support::read_from(c, agent, sid, from, 2000).await;
+        all.extend(support::lines(&page.text).iter().map(|l| l.to_string()));
+        if page.line_end == 0 || page.line_end >= page.total_lines {
+            return all;
+        }
+        from = page.line_end + 1;
+    }
+}
+
+/// A flood at the moment of the SIGHUP, vim with unsaved text, python with `x = 42`, a shell
+/// after `cd /tmp; export FOO=bar` and a background job, with the binary replaced by another
+/// build in between: all kept with their ids and owners, no output lost, the same pid, the new
+/// binary running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_sessions_of_two_agents_survive_an_upgrade_in_place() {
+    timed(async {
+        let daemon = Installed::start("").await;
+        let pid = daemon.pid();
+        let work = daemon.dir.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let mut c = daemon.client().await;
+
+        let vim = open_in(&mut c, A, &work).await;
+        let python = open_type(&mut c, A, "python", &work).await;
+        let flood = open_in(&mut c, A, &work).await;
+        let prompt = open_in(&mut c, B, &work).await;
+        let job_session = open_in(&mut c, B, &work).await;
+
+        support::run_ok(&mut c, B, &prompt, "cd /tmp; export FOO=bar").await;
+        support::send(&mut c, A, &python, "x = 42").await;
+        support::send(&mut c, A, &vim, "vim -u NONE -n notes.txt").await;
+        let mut typing = send_request(A, &vim, "iunsaved text from vim");
+        typing.submit = Some(false);
+        typing.keys = vec!["Escape".into()];
+        c.send(typing).await.expect("type in vim");
+        let mut background = send_request(B, &job_session, "sleep 3; echo job-done");
+        background.run_in_background = true;
+        let job = match c.send(background).await.unwrap().into_inner().result {
+            Some(ptyd::pb::send_response::Result::JobId(id)) => id,
+            other => panic!("a job: {other:?}"),
+        };
+        let mut flooding = send_request(A, &flood, "seq 1 60000");
+        flooding.timeout_ms = 1;
+        c.send(flooding).await.expect("start the flood");
+
+        let marker = format!("ptyd-rebuilt-{}", nonce());
+        daemon.replace_binary(&rebuilt(&marker));
+        daemon.sighup();
+        wait_until(PROCESS_DEADLINE, "the daemon runs the new binary", || {
+            let marker = marker.clone();
+            async move { runs_marker(pid, &marker) }
+        })
+        .await;
+        let mut c = daemon.client().await;
+        assert_eq!(daemon.pid(), pid, "the same process");
+        assert_eq!(
+            ids(&mut c, A).await,
+            [vim.clone(), python.clone(), flood.clone()]
+        );
+        assert_eq!(ids(&mut c, B).await, [prompt.clone(), job_session.clone()]);
+        assert!(
+            support::list(&mut c, A)
+                .await
+                .sessions
+                .iter()
+                .all(|s| s.adopted),
+            "the new image adopted them"
+        );
+
+        settle(&mut c, A, &flood).await;
+        let numbers: Vec<u64> = history(&mut c, A, &flood)
+            .await
+            .iter()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        assert!(
+            numbers.iter().copied().eq(1..=60000),
+            "the flood's history is 1..60000 once each, in order ({} numbers, first {:?}, last \
+             {:?})",
+            numbers.len(),
+            numbers.first(),
+            numbers.last()
+        );
+
+        let screen = support::read_screen(&mut c, A, &vim).await.text;
+        assert!(screen.contains("unsaved text from vim"), "{screen}");
+        let mut save = send_request(A, &vim, ":wq");
+        save.idle_ms = 300;
+        c.send(save).await.expect(":wq");
+        let file = work.join("notes.txt");
+        wait_until(PROCESS_DEADLINE, "vim wrote the file", || {
+            let file = file.clone();
+            async move {
+                std::fs::read_to_string(file).is_ok_and(|t| t.contains("unsaved text from vim"))
+            }
+        })
+        .await;
+
+        let out = support::send(&mut c, A, &python, "print(x)").await.viewport;
+        assert!(out.contains("42"), "{out}");
+        let out = support::run_ok(&mut c, B, &prompt, "pwd; echo $FOO").await;
+        assert!(out.contains("/tmp") && out.contains("bar"), "{out}");
+
+        let mut output = String::new();
+        let deadline = tokio::time::Instant::now() + PROCESS_DEADLINE;
+        let status = loop {
+            let r = c
+                .job_output(ptyd::pb::JobOutputRequest {
+                    agent_id: B.into(),
+                    job_id: job.clone(),
+                    wait_ms: 2000,
+                    ..Default::default()
+                })
+                .await
+                .expect("JobOutput")
+                .into_inner();
+            output.push_str(&r.output);
+            if r.status() != ptyd::pb::JobStatus::Running || tokio::time::Instant::now() > deadline
+            {
+                break r.status();
+            }
+        };
+        assert_eq!(status, ptyd::pb::JobStatus::Completed, "{output}");
+        assert!(output.contains("job-done"), "{output:?}");
+
+        assert_eq!(open_in(&mut c, A, &work).await, "t6", "ids continue");
+        // Stop still stops after an upgrade: SIGTERM ends every session's processes.
+        let mut shells = Vec::new();
+        for (agent, sid) in [(A, &vim), (A, &python), (B, &prompt), (B, &job_session)] {
+            shells.push(support::session_info(&mut c, agent, sid).await.unwrap().pid);
+        }
+        daemon.terminate().await;
+        let running: Vec<u32> = shells
+            .into_iter()
+            .filter(|&p| support::process_is_running(p))
+            .collect();
+        assert!(running.is_empty(), "sessions outlived SIGTERM: {running:?}");
+    })
+    .await;
+}
