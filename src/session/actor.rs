@@ -71,6 +71,8 @@ pub(super) struct Actor {
     watchers: Watchers,
     /// Output is being taken in before answers go out (see `take_output_before_replies`).
     taking_output: bool,
+    /// Answers were queued by output just handled: take in what is already there first.
+    replies_await_output: bool,
     jobs: Jobs,
     /// Where output reads land (the journal, when the session is kept for a successor).
     capture: Capture,
@@ -114,6 +116,7 @@ impl Actor {
             publish_due: None,
             watchers: Watchers::default(),
             taking_output: false,
+            replies_await_output: false,
             jobs: Jobs::default(),
             capture: Capture::new(kept.journal),
             store: kept.store,
@@ -252,6 +255,11 @@ impl Actor {
         let mut capture = std::mem::take(&mut self.capture);
         capture.take(n, |bytes| self.on_output(bytes));
         self.capture = capture;
+        // Only now, with the capture back, may more be read (a read inside `on_output` would
+        // bypass the journal).
+        if std::mem::take(&mut self.replies_await_output) && !self.taking_output {
+            self.take_output_before_replies();
+        }
     }
 
     fn rearm_probe(&mut self) {
@@ -279,7 +287,7 @@ impl Actor {
             // has taken them.
             self.probe.before_replies(self.pty.pid() as i32);
             self.shell.queue_replies(&replies);
-            self.take_output_before_replies();
+            self.replies_await_output = true;
         }
         let terminal = &self.terminal;
         self.shell.after_output(|| terminal.bracketed_paste());
@@ -508,15 +516,14 @@ impl Actor {
     /// Takes in output that is already there, while `more` holds, at most `YIELD_AFTER_BYTES`
     /// (a flood must not hold the actor).
     fn take_waiting_output(&mut self, more: impl Fn(&Self) -> bool) {
-        let mut buf = [0u8; 4096];
         let mut taken = 0;
         while taken < YIELD_AFTER_BYTES
             && more(self)
-            && let Ok(Some(n)) = self.pty.try_read(&mut buf)
+            && let Ok(Some(n)) = self.capture.try_read(&self.pty)
             && n > 0
         {
             taken += n;
-            self.on_output(&buf[..n]);
+            self.take_output(n);
         }
     }
 
