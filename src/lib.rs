@@ -14,7 +14,8 @@
 //!   `pb` response) and the error-to-status table.
 //! - `registry`: sessions keyed by owner agent; ids; limits as reservations taken before a
 //!   session starts.
-//! - `session`: one actor task per PTY session: the loop and handlers (`session/actor.rs`),
+//! - `session`: one actor task per PTY session: the loop and handlers (`session/actor.rs`,
+//!   with `actor/signals.rs`, `actor/reader.rs` and `actor/adopt.rs`), a signal's aim (`aim.rs`),
 //!   the shell's state machine (`shell.rs`, pure), the send in flight (`send.rs`), jobs
 //!   (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin probe's
 //!   schedule (`probe.rs`), the Watch feed (`watchers.rs`) and where output reads land

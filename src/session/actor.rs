@@ -2,6 +2,10 @@
 //! in flight, and runs one `select!` over PTY output, pending input, commands, the child's exit,
 //! the caller hanging up and the nearest deadline (send timeout, idle, stdin probe, startup).
 
+mod adopt;
+mod reader;
+mod signals;
+
 use super::aim::WaitingSignals;
 use super::capture::Capture;
 use super::jobs::Jobs;
@@ -294,19 +298,6 @@ impl Actor {
         self.publish_output();
     }
 
-    /// Whether the terminal is in non-canonical mode (raw or cbreak, as vim, line editors at
-    /// their prompt and programs that read keys or an answer set it). Answers to terminal queries
-    /// go out only then: in line mode no program reads an answer before a newline, so the next
-    /// line read, the shell's or a later command's, would take it, and the terminal would echo it
-    /// into the output. (`printf '\e[6n'` at a shell prompt runs in line mode; a program that
-    /// sets raw mode before it asks gets its answer.)
-    fn non_canonical(&self) -> bool {
-        use nix::sys::termios::LocalFlags;
-        self.pty
-            .termios()
-            .is_some_and(|t| !t.local_flags.contains(LocalFlags::ICANON))
-    }
-
     /// Takes in the output already there before answers go out: a command-end mark in it means
     /// the command that asked has ended (its shell may have put the terminal in raw mode for
     /// its prompt since), and drops them. Read after the mode was checked, so such a mark,
@@ -440,105 +431,6 @@ impl Actor {
             self.run_probe();
             self.probe.back_off(now);
         }
-    }
-
-    /// Runs the stdin probe; a positive answer counts only once all output the program wrote
-    /// before blocking has been read (a shell that printed its prompt mark and then blocked
-    /// must be seen at its prompt, not as reading stdin).
-    fn run_probe(&mut self) {
-        if self.shell.replies_pending() {
-            return; // answers to the program's queries are still on their way
-        }
-        let Some(reader) = self.terminal_reader() else {
-            return;
-        };
-        if self.shell.reader_opens_gate() {
-            self.rearm_probe();
-            return;
-        }
-        if self.pty.input_pending() {
-            return;
-        }
-        let mut drained = false;
-        while let Ok(Some(n)) = self.capture.try_read(&self.pty) {
-            if n == 0 {
-                break;
-            }
-            drained = true;
-            self.take_output(n);
-        }
-        if drained {
-            return; // decide again with the new output (and its marks) taken into account
-        }
-        if self.shell.reader_releases_hold() {
-            self.rearm_probe();
-            return; // held typeahead goes to the program that reads
-        }
-        if self.probe.reader_has_not_taken_input(&reader) {
-            return; // it has not taken the input written since it blocked
-        }
-        if self.shell.reads_own_prompt(reader.is_shell) {
-            return; // the shell's own prompt: the marks settle this
-        }
-        if !self.ready {
-            self.become_ready("terminal reader");
-            return;
-        }
-        if let Some(a) = self.active.as_mut() {
-            tracing::debug!(session = %self.spec.id, reader = %reader.comm, pid = reader.pid, tid = reader.tid, switches = reader.switches, before = ?self.probe.switches_before(&reader), "blocked on the terminal");
-            a.stdin_blocked = true;
-        }
-    }
-
-    /// A process of the terminal's foreground group blocked reading the terminal, if any.
-    fn terminal_reader(&self) -> Option<waiting::probe::Reader> {
-        let tty = self.pty.tty_path()?;
-        let password_mode = self.pty.termios().is_some_and(|t| {
-            use nix::sys::termios::LocalFlags;
-            t.local_flags.contains(LocalFlags::ICANON) && !t.local_flags.contains(LocalFlags::ECHO)
-        });
-        waiting::probe::terminal_reader(self.pty.pid() as i32, tty, password_mode)
-    }
-
-    /// Whether `input` would only be typed ahead (contract section 5): text, not only control
-    /// characters, while an integrated shell's command runs and nothing reads the terminal. A
-    /// program that put the terminal in non-canonical mode reads keys (a TUI that polls with a
-    /// short timeout does not look blocked on the terminal). Takes in the output already there
-    /// first: the command may have ended.
-    fn types_ahead(&mut self, input: &SendInput) -> bool {
-        if !(self.shell.command_running() && printable(&input.text)) {
-            return false;
-        }
-        self.take_waiting_output(|_| true);
-        self.shell.command_running() && !self.non_canonical() && self.terminal_reader().is_none()
-    }
-
-    /// Takes in output that is already there, while `more` holds, at most `YIELD_AFTER_BYTES`
-    /// (a flood must not hold the actor).
-    fn take_waiting_output(&mut self, more: impl Fn(&Self) -> bool) {
-        let mut taken = 0;
-        while taken < YIELD_AFTER_BYTES
-            && more(self)
-            && let Ok(Some(n)) = self.capture.try_read(&self.pty)
-            && n > 0
-        {
-            taken += n;
-            self.take_output(n);
-        }
-    }
-
-    fn typeahead_refusal(&self) -> Error {
-        let shell = self.pty.pid() as i32;
-        let program = self
-            .pty
-            .foreground_pgid()
-            .filter(|g| *g > 0 && *g != shell)
-            .and_then(crate::process::procfs::comm);
-        typeahead_refusal(
-            &self.spec.id,
-            self.shell.running_command(),
-            program.as_deref(),
-        )
     }
 
     fn on_command(&mut self, cmd: Command) {
@@ -712,86 +604,6 @@ impl Actor {
         self.publish();
     }
 
-    fn job_kill(&mut self, id: &str, reply: oneshot::Sender<Option<JobStatus>>) {
-        let Some(status) = self.jobs.status(id) else {
-            let _ = reply.send(None);
-            return;
-        };
-        let Some(a) = self.active.as_mut().filter(|a| a.job_id() == Some(id)) else {
-            let _ = reply.send(Some(status));
-            return;
-        };
-        match a.killing.as_mut() {
-            Some(kill) => kill.waiters.push(reply),
-            None => {
-                // An ended command has nothing left to interrupt: the kill just waits for it
-                // to settle.
-                let shell_is_command = self.spec.integration == Integration::None;
-                let started = (shell_is_command || a.span.start.is_some()) && a.span.end.is_none();
-                let now = Instant::now();
-                let mut kill = JobKill::new(reply, started, shell_is_command, now);
-                kill.step(self.pty.pid() as i32, self.pty.foreground_pgid(), now);
-                a.killing = Some(kill);
-            }
-        }
-    }
-
-    /// Delivers the waiting signals whose command is in place (or that waited long enough).
-    fn deliver_signals(&mut self) {
-        if self.signals.is_empty() {
-            return;
-        }
-        let mut signals = std::mem::take(&mut self.signals);
-        if self.exit.is_some() {
-            signals.deliver_all(|signal| self.signal(signal));
-        } else {
-            // A child of the shell that has not exec'd its program yet still runs the shell's
-            // signal handlers, which drop an interrupt: it counts as the shell.
-            let shell = self.pty.pid() as i32;
-            let shell_has_terminal = self.pty.foreground_pgid().is_some_and(|group| {
-                group == shell
-                    || procfs::comm(group).is_some_and(|c| Some(c) == procfs::comm(shell))
-            });
-            let now = Instant::now();
-            let moment = self.shell.signal_moment(shell_has_terminal);
-            signals.deliver_due(moment, now, |signal| self.signal(signal));
-        }
-        self.signals = signals;
-    }
-
-    /// Delivers `signal` to the terminal's foreground process group, read from the PTY master
-    /// this actor owns, and only while the session's program runs: a pid from `/proc`, read
-    /// elsewhere, could by then name a stranger's group.
-    fn signal(&self, signal: Signal) -> Result<i32> {
-        if self.exit.is_some() {
-            return Err(self.exited_error());
-        }
-        let group = self
-            .pty
-            .foreground_pgid()
-            .filter(|g| *g > 0)
-            .ok_or_else(|| {
-                Error::FailedPrecondition(format!(
-                    "terminal session {} has no foreground process group",
-                    self.spec.id
-                ))
-            })?;
-        if signal == Signal::SIGKILL && group == self.pty.pid() as i32 {
-            return Err(Error::FailedPrecondition(format!(
-                "SIGKILL would kill the shell of terminal session {}; use Close to end the session",
-                self.spec.id
-            )));
-        }
-        killpg(Pid::from_raw(group), signal).map_err(|e| {
-            Error::FailedPrecondition(format!("delivering {} failed: {e}", signal.as_str()))
-        })?;
-        Ok(group)
-    }
-
-    fn exited_error(&self) -> Error {
-        Error::FailedPrecondition(format!("terminal session {} has exited", self.spec.id))
-    }
-
     fn become_ready(&mut self, why: &str) {
         tracing::debug!(session = %self.spec.id, why, "ready");
         self.ready = true;
@@ -869,55 +681,6 @@ impl Actor {
         if let Some(store) = &self.store {
             store.remove();
         }
-    }
-
-    /// Rebuilds the terminal of a session adopted from a previous daemon: replays its journal
-    /// (the answers to queries in it were given long ago; the shell's marks put the shell state
-    /// where it was), takes over its jobs, and resumes waiting for a job that was running.
-    fn adopt(&mut self, replay: super::Replay) {
-        self.terminal.feed(&replay.output);
-        drop(self.terminal.take_replies());
-        let now = Instant::now();
-        let mut last_start = None;
-        for event in self.terminal.take_marks() {
-            if let MarkEffect::CommandStarted(at) =
-                self.shell.on_mark(&event.mark, event.at, now, None)
-            {
-                last_start = Some(at);
-            }
-        }
-        if let Some(kind) = replay.exit {
-            self.exit = Some(kind);
-            self.watchers.end();
-        }
-        self.become_ready("adopted");
-        let running = replay
-            .jobs
-            .iter()
-            .find(|j| j.status == JobStatus::Running.name());
-        if let Some(job) = running
-            && self.exit.is_none()
-        {
-            if let Some((line, col)) = job.start {
-                self.last_seen = Position { line, col };
-            }
-            let (confirm, _) = oneshot::channel();
-            let wait = super::resumed_wait(job.wait);
-            self.begin_send(wait, Sink::Job(job.id.clone(), confirm));
-        }
-        self.jobs.restore(&replay.jobs);
-        // A job whose command started while no daemon read: its output starts at that mark.
-        if let Some(job) = replay
-            .jobs
-            .iter()
-            .find(|j| j.status == JobStatus::Running.name())
-            && let Some(at) = last_start.filter(|at| at.line >= job.consumed)
-        {
-            self.jobs.command_started(&job.id, at);
-        }
-        self.save_jobs();
-        self.evaluate();
-        self.publish();
     }
 }
 

@@ -1,0 +1,55 @@
+//! Taking over a session a previous daemon left: its journal replayed through the terminal
+//! model and the shell state, its exit and its running job restored.
+
+use super::*;
+
+impl Actor {
+    /// Rebuilds the terminal of a session adopted from a previous daemon: replays its journal
+    /// (the answers to queries in it were given long ago; the shell's marks put the shell state
+    /// where it was), takes over its jobs, and resumes waiting for a job that was running.
+    pub(super) fn adopt(&mut self, replay: crate::session::Replay) {
+        self.terminal.feed(&replay.output);
+        drop(self.terminal.take_replies());
+        let now = Instant::now();
+        let mut last_start = None;
+        for event in self.terminal.take_marks() {
+            if let MarkEffect::CommandStarted(at) =
+                self.shell.on_mark(&event.mark, event.at, now, None)
+            {
+                last_start = Some(at);
+            }
+        }
+        if let Some(kind) = replay.exit {
+            self.exit = Some(kind);
+            self.watchers.end();
+        }
+        self.become_ready("adopted");
+        let running = replay
+            .jobs
+            .iter()
+            .find(|j| j.status == JobStatus::Running.name());
+        if let Some(job) = running
+            && self.exit.is_none()
+        {
+            if let Some((line, col)) = job.start {
+                self.last_seen = Position { line, col };
+            }
+            let (confirm, _) = oneshot::channel();
+            let wait = crate::session::resumed_wait(job.wait);
+            self.begin_send(wait, Sink::Job(job.id.clone(), confirm));
+        }
+        self.jobs.restore(&replay.jobs);
+        // A job whose command started while no daemon read: its output starts at that mark.
+        if let Some(job) = replay
+            .jobs
+            .iter()
+            .find(|j| j.status == JobStatus::Running.name())
+            && let Some(at) = last_start.filter(|at| at.line >= job.consumed)
+        {
+            self.jobs.command_started(&job.id, at);
+        }
+        self.save_jobs();
+        self.evaluate();
+        self.publish();
+    }
+}

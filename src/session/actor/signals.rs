@@ -1,0 +1,86 @@
+//! Signals for the session's foreground job: `Signal` (aimed at the command just sent, see
+//! `aim.rs`) and `JobKill` (an interrupt that follows the job's command, see `kill.rs`).
+
+use super::*;
+
+impl Actor {
+    pub(super) fn job_kill(&mut self, id: &str, reply: oneshot::Sender<Option<JobStatus>>) {
+        let Some(status) = self.jobs.status(id) else {
+            let _ = reply.send(None);
+            return;
+        };
+        let Some(a) = self.active.as_mut().filter(|a| a.job_id() == Some(id)) else {
+            let _ = reply.send(Some(status));
+            return;
+        };
+        match a.killing.as_mut() {
+            Some(kill) => kill.waiters.push(reply),
+            None => {
+                // An ended command has nothing left to interrupt: the kill just waits for it
+                // to settle.
+                let shell_is_command = self.spec.integration == Integration::None;
+                let started = (shell_is_command || a.span.start.is_some()) && a.span.end.is_none();
+                let now = Instant::now();
+                let mut kill = JobKill::new(reply, started, shell_is_command, now);
+                kill.step(self.pty.pid() as i32, self.pty.foreground_pgid(), now);
+                a.killing = Some(kill);
+            }
+        }
+    }
+
+    /// Delivers the waiting signals whose command is in place (or that waited long enough).
+    pub(super) fn deliver_signals(&mut self) {
+        if self.signals.is_empty() {
+            return;
+        }
+        let mut signals = std::mem::take(&mut self.signals);
+        if self.exit.is_some() {
+            signals.deliver_all(|signal| self.signal(signal));
+        } else {
+            // A child of the shell that has not exec'd its program yet still runs the shell's
+            // signal handlers, which drop an interrupt: it counts as the shell.
+            let shell = self.pty.pid() as i32;
+            let shell_has_terminal = self.pty.foreground_pgid().is_some_and(|group| {
+                group == shell
+                    || procfs::comm(group).is_some_and(|c| Some(c) == procfs::comm(shell))
+            });
+            let now = Instant::now();
+            let moment = self.shell.signal_moment(shell_has_terminal);
+            signals.deliver_due(moment, now, |signal| self.signal(signal));
+        }
+        self.signals = signals;
+    }
+
+    /// Delivers `signal` to the terminal's foreground process group, read from the PTY master
+    /// this actor owns, and only while the session's program runs: a pid from `/proc`, read
+    /// elsewhere, could by then name a stranger's group.
+    pub(super) fn signal(&self, signal: Signal) -> Result<i32> {
+        if self.exit.is_some() {
+            return Err(self.exited_error());
+        }
+        let group = self
+            .pty
+            .foreground_pgid()
+            .filter(|g| *g > 0)
+            .ok_or_else(|| {
+                Error::FailedPrecondition(format!(
+                    "terminal session {} has no foreground process group",
+                    self.spec.id
+                ))
+            })?;
+        if signal == Signal::SIGKILL && group == self.pty.pid() as i32 {
+            return Err(Error::FailedPrecondition(format!(
+                "SIGKILL would kill the shell of terminal session {}; use Close to end the session",
+                self.spec.id
+            )));
+        }
+        killpg(Pid::from_raw(group), signal).map_err(|e| {
+            Error::FailedPrecondition(format!("delivering {} failed: {e}", signal.as_str()))
+        })?;
+        Ok(group)
+    }
+
+    pub(super) fn exited_error(&self) -> Error {
+        Error::FailedPrecondition(format!("terminal session {} has exited", self.spec.id))
+    }
+}
