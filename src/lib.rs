@@ -44,6 +44,8 @@
 //! - [`acp`]: the ACP agent shim (`ptyd acp`) and its typed error.
 //! - [`mcp`]: the MCP server (`ptyd mcp`): the model-facing tools over stdio or streamable HTTP.
 //! - `connection`: the daemon a front-end (acp, mcp) talks to: on the socket, or in-process.
+//! - `daemon_env`: the daemon's own start-up variables (listener hand-over, socket activation),
+//!   which sessions never inherit.
 //! - [`client`]: typed client over the socket.
 //! - [`cli`]: the `ptyd` command line (client verbs; `--json` prints `pb`'s serialization).
 //! - [`pb`]: protobuf glue: generated code, conversions, responses, JSON.
@@ -55,6 +57,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub(crate) mod connection;
+pub(crate) mod daemon_env;
 pub mod error;
 pub(crate) mod h2_authority;
 pub mod history;

@@ -17,7 +17,6 @@ mod startup;
 mod upgrade;
 
 pub use startup::{ServeOptions, run};
-pub(crate) use upgrade::is_handover_var;
 
 use crate::config::Config;
 use crate::error::{Error, Result};

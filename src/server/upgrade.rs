@@ -21,6 +21,7 @@
 //!   signals once its own handlers are installed ([`unblock_signals`]).
 
 use super::drain::Drain;
+use crate::daemon_env::{HANDOVER_ENV, is_handover_var};
 use crate::error::{Error, Result};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 use std::convert::Infallible;
@@ -30,22 +31,10 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Environment variable through which a daemon tells its next image which descriptors are its
-/// listeners: `unix=<fd>` and, with `--listen-tcp`, `,tcp=<fd>`.
-pub(crate) const HANDOVER_ENV: &str = "PTYD_UPGRADE_FDS";
-/// systemd's socket-activation variables: they describe the first image's start, so the next
-/// image must not see them (its listeners come through [`HANDOVER_ENV`]).
-const ACTIVATION_ENV: [&str; 3] = ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"];
 /// Signals blocked across exec, so that they wait for the new image's handlers.
 const HELD_SIGNALS: [Signal; 3] = [Signal::SIGHUP, Signal::SIGTERM, Signal::SIGINT];
 /// How long the new binary may take to check the configuration.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Whether the daemon's variable `name` is one of the hand-over variables, which describe the
-/// daemon's own start and are never passed on to sessions.
-pub(crate) fn is_handover_var(name: &str) -> bool {
-    name == HANDOVER_ENV || ACTIVATION_ENV.contains(&name)
-}
 
 /// The listeners a daemon hands to its next image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
