@@ -1615,6 +1615,7 @@ fn case_adopt(setup: &Setup, rows: &mut Vec<Row>) {
     let first = Daemon::spawn(setup, "adopt", sessions_total);
     let client = Client::connect(&first.socket);
     let ids: Vec<(String, String)> = client.rt.block_on(async {
+        let mut ids = Vec::new();
         let mut set = tokio::task::JoinSet::new();
         for i in 0..ADOPT_SESSIONS {
             let mut c = client.terminals.clone();
@@ -1646,10 +1647,11 @@ fn case_adopt(setup: &Setup, rows: &mut Vec<Row>) {
                 (agent, sid)
             });
             while set.len() >= 8 {
-                let _ = set.join_next().await;
+                if let Some(done) = set.join_next().await {
+                    ids.push(done.expect("join"));
+                }
             }
         }
-        let mut ids = Vec::new();
         while let Some(done) = set.join_next().await {
             ids.push(done.expect("join"));
         }
