@@ -21,6 +21,12 @@ pub(super) struct Sequences {
     carry: Vec<u8>,
     /// Inside an OSC, DCS, APC, PM or SOS string: bytes pass through until it ends.
     in_string: bool,
+    /// The string is an OSC, which BEL ends too (the others end only with ST, CAN or SUB).
+    string_ends_at_bel: bool,
+    /// The emulator's parser may be inside a sequence this layer passed on without reading it
+    /// (an ESC before a control, an incomplete sequence too long to hold), until a byte that
+    /// ends every sequence arrives.
+    unsure: bool,
     /// The modes and tab stops this layer implements around vt100.
     pub(super) modes: Modes,
 }
@@ -110,7 +116,7 @@ fn parse_escape(seq: &[u8]) -> Escape<'_> {
 impl Sequences {
     /// Whether nothing is held back or half-read: the emulator has seen a whole stream.
     pub(super) fn is_idle(&self) -> bool {
-        self.carry.is_empty() && !self.in_string
+        self.carry.is_empty() && !self.in_string && !self.unsure
     }
 
     /// Interprets one chunk of output, driving `state`.
@@ -125,14 +131,18 @@ impl Sequences {
             &joined
         };
         let n = input.len();
+        if self.unsure {
+            self.unsure = !input.iter().copied().any(ends_every_sequence);
+        }
         // Bytes `pending..i` are yet to be passed on as they are.
         let mut pending = 0;
         let mut i = 0;
         while i < n {
             if self.in_string {
+                let bel = self.string_ends_at_bel;
                 match input[i..]
                     .iter()
-                    .position(|b| matches!(b, 0x07 | 0x18 | 0x1a | 0x1b))
+                    .position(|&b| matches!(b, 0x18 | 0x1a | 0x1b) || (bel && b == 0x07))
                 {
                     None => break,
                     Some(p) => {
@@ -160,9 +170,18 @@ impl Sequences {
                         self.modes.apply_to(state);
                         return;
                     }
-                    Escape::Incomplete | Escape::Stray => i += 1,
+                    // Too long to hold: the input ends inside it.
+                    Escape::Incomplete => {
+                        i += 1;
+                        self.unsure = true;
+                    }
+                    Escape::Stray => {
+                        i += 1;
+                        self.unsure = !input[i..].iter().copied().any(ends_every_sequence);
+                    }
                     Escape::String { len } => {
                         self.in_string = true;
+                        self.string_ends_at_bel = input[i + 1] == b']';
                         i += len;
                     }
                     Escape::Csi {
@@ -284,6 +303,12 @@ impl Sequences {
     pub(super) fn resized(&mut self) {
         self.modes.resized();
     }
+}
+
+/// Whether byte `b` ends whatever escape or control sequence the emulator's parser is in
+/// (strings aside): a final byte, CAN or SUB, or an ESC, which begins a sequence of its own.
+fn ends_every_sequence(b: u8) -> bool {
+    matches!(b, 0x40..=0x7e | 0x18 | 0x1a | 0x1b)
 }
 
 /// Whether the scan stops at byte `b` (in ground state).

@@ -387,3 +387,18 @@ fn column_mode_clears_and_homes_but_keeps_the_width() {
     t.feed(b"\r\n1\r\n2\r\n3\r\n4\r\n");
     assert_eq!(all_lines(&t), ["kept", "X", "1", "2", "3", "4"]);
 }
+
+#[test]
+fn bel_ends_an_osc_string_but_not_a_dcs_or_apc_one() {
+    // Under insert mode this layer writes the text itself: inside a string it must pass it on
+    // untouched, for the terminal to swallow, until the string really ends.
+    let cases: &[(&[u8], &str)] = &[
+        (b"xyz\x1b[1;1H\x1b[4h\x1b]0;title\x07ab\x1b[4l", "abxyz"),
+        (b"xyz\x1b[1;1H\x1b[4h\x1bPq\x07ab\x1b\\\x1b[4l", "xyz"),
+        (b"xyz\x1b[1;1H\x1b[4h\x1b_apc\x07ab\x1b\\\x1b[4l", "xyz"),
+        (b"xyz\x1b[1;1H\x1b[4h\x1bPq\x07ab\x18cd\x1b[4l", "cdxyz"),
+    ];
+    for (input, want) in cases {
+        assert_eq!(screen_of(input), [*want], "{:?}", String::from_utf8_lossy(input));
+    }
+}
