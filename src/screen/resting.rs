@@ -129,10 +129,17 @@ pub(super) const RECENT: usize = 512;
 /// Whether the output whose newest bytes are `recent` ends between escape sequences and UTF-8
 /// characters, where the emulator's parser holds nothing of them; `whole` when `recent` is
 /// all the output there was. Conservative: `false` when unsure (a sequence that may have begun
-/// before `recent`, stray bytes inside a sequence, invalid UTF-8 or C1 controls after it).
+/// before `recent` and that no final byte has ended since, stray bytes inside a sequence,
+/// invalid UTF-8 or C1 controls after it). Strings (OSC, DCS, ...) longer than `recent` are
+/// not seen here: the control-sequence layer tracks them.
 pub(super) fn ends_between_sequences(recent: &[u8], whole: bool) -> bool {
     let text = match recent.iter().rposition(|b| *b == 0x1b) {
-        None if !whole => return false,
+        // A byte that ends any escape or control sequence (as its final byte) ends whatever
+        // began before `recent`; the text after it must be clean.
+        None if !whole => match recent.iter().position(|b| (0x40..=0x7e).contains(b)) {
+            Some(end) => &recent[end..],
+            None => return false,
+        },
         None => recent,
         Some(esc) => match sequence_len(&recent[esc + 1..]) {
             Some(len) => &recent[esc + 1 + len..],

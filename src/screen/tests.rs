@@ -88,7 +88,24 @@ fn sequence_ends_are_recognised() {
         (b"\x1b_apc\x1b\\", true),
     ] {
         assert_eq!(ends_between_sequences(bytes, true), clean, "{bytes:?}");
-        assert!(!ends_between_sequences(bytes, false) || bytes.contains(&0x1b));
+        assert!(
+            !ends_between_sequences(bytes, false)
+                || bytes
+                    .iter()
+                    .any(|b| (0x40..=0x7e).contains(b) || *b == 0x1b)
+        );
+    }
+    // The newest bytes of a longer output, whatever came before them.
+    for (bytes, clean) in [
+        (&b"1;2;3;4"[..], false),
+        (b"line 9\r\n$ ", true),
+        (b"9\r\nline 10\r\n", true),
+        (&"\u{2500}box\r\n".as_bytes()[1..], true),
+        (&"\u{2500}\u{2500}".as_bytes()[1..], false),
+        ("12m C1 \u{9b}".as_bytes(), false),
+        (b"0;0;0;0 ", false),
+    ] {
+        assert_eq!(ends_between_sequences(bytes, false), clean, "{bytes:?}");
     }
 }
 
