@@ -219,6 +219,8 @@ impl Shell {
         }
         match mark {
             Mark::CommandStart => {
+                // A command started since an end no send saw: a wait is for this one now.
+                self.unreported = None;
                 self.at_prompt = false;
                 self.prompt_drawn = false;
                 self.command_start = Some(at);
@@ -1289,6 +1291,25 @@ mod tests {
             Settled(Some(None)),
         ]);
         run("unreported end", Integration::Bash, &steps);
+        // An end no send saw is stale once another command starts: a wait is for that one.
+        let mut steps = BASH_START.to_vec();
+        steps.extend([
+            Send("true"),
+            WriteAll,
+            C,
+            Abandon,
+            end(0),
+            A,
+            B,
+            C,
+            Wait,
+            Settled(None),
+        ]);
+        run(
+            "an unreported end, then a command",
+            Integration::Bash,
+            &steps,
+        );
         // A plain program has no prompt to report.
         run("plain wait", Integration::None, &[Wait, Settled(None)]);
     }
