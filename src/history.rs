@@ -66,6 +66,19 @@ impl History {
         }
     }
 
+    /// Numbers the next line `line + 1`: a history rebuilt from a checkpoint continues the
+    /// numbering of the one it was taken from. Only for a history that holds no line yet.
+    pub fn continue_after(&mut self, line: u64) {
+        if self.pages.is_empty() {
+            self.total = line;
+        }
+    }
+
+    /// The retention bounds: lines and text bytes.
+    pub fn bounds(&self) -> (u64, usize) {
+        (self.max_lines, self.max_bytes)
+    }
+
     /// Number of the newest line (0 when empty).
     pub fn total_lines(&self) -> u64 {
         self.total
@@ -203,6 +216,19 @@ mod tests {
         assert_eq!(h.line(2), Some("b"));
         assert_eq!(h.line(3), None);
         assert_eq!(h.line(0), None);
+    }
+
+    #[test]
+    fn a_continued_history_numbers_on_from_where_it_was_told() {
+        let mut h = History::new(1000, 1 << 20);
+        h.continue_after(41);
+        assert_eq!((h.first_line(), h.total_lines()), (42, 41));
+        h.push("a");
+        assert_eq!((h.first_line(), h.total_lines()), (42, 42));
+        assert_eq!(h.line(42), Some("a"));
+        // Once it holds lines, its numbering is fixed.
+        h.continue_after(7);
+        assert_eq!((h.first_line(), h.total_lines()), (42, 42));
     }
 
     #[test]

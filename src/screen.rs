@@ -10,6 +10,7 @@
 //! the last screenful only when something reads the screen or other output arrives (`sync`), so
 //! the result is the same as emulating every byte (a differential test compares both).
 
+mod checkpoint;
 mod fast_path;
 mod recorder;
 mod resting;
@@ -19,6 +20,7 @@ mod state;
 mod xterm;
 
 use crate::marks::{Mark, MarkKey};
+pub use checkpoint::{Checkpoint, NoCheckpoint};
 use recorder::Recorder;
 use run::Run;
 use sequences::Sequences;

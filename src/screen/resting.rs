@@ -26,20 +26,11 @@ impl Terminal {
             return false;
         }
         let (cols, rows) = state.size();
-        let screen = state.parser.screen();
-        let contents = screen.state_formatted();
-        if contents.contains("\x1b7") {
-            return false; // its own cursor save would replace the program's
-        }
         let (total_lines, cursor) = (state.total_lines(), state.cursor());
-        let bracketed_paste = screen.bracketed_paste();
-        // What the program saved with DECSC (position and colours), read by restoring it: the
-        // screen is redrawn from `contents` anyway. The redraw saves it again first.
-        state.parser.process(b"\x1b8");
-        let screen = state.parser.screen();
-        let (row, col) = screen.cursor_position();
-        let mut redraw = format!("\x1b[{};{}H\x1b[{}m\x1b7", row + 1, col + 1, sgr(screen));
-        redraw.push_str(&contents);
+        let bracketed_paste = state.parser.screen().bracketed_paste();
+        let Some(redraw) = state.take_redraw() else {
+            return false;
+        };
         let resting = Resting {
             redraw: redraw.into_bytes(),
             cols,
@@ -76,6 +67,26 @@ impl Terminal {
 }
 
 impl State {
+    /// The bytes that redraw the emulator's screen as it is (vt100's own rendering of its
+    /// contents, cursor and input modes, after the cursor the program saved with DECSC),
+    /// leaving the screen to be redrawn from them: the saved cursor is read by restoring it.
+    /// `None`, changing nothing, when vt100's rendering itself saves the cursor, which would
+    /// replace the program's.
+    pub(super) fn take_redraw(&mut self) -> Option<String> {
+        let contents = self.parser.screen().state_formatted();
+        if contents.contains("\x1b7") {
+            return None;
+        }
+        // What the program saved with DECSC (position and colours), read by restoring it: the
+        // screen is redrawn from `contents` anyway. The redraw saves it again first.
+        self.parser.process(b"\x1b8");
+        let screen = self.parser.screen();
+        let (row, col) = screen.cursor_position();
+        let mut redraw = format!("\x1b[{};{}H\x1b[{}m\x1b7", row + 1, col + 1, sgr(screen));
+        redraw.push_str(&contents);
+        Some(redraw)
+    }
+
     /// Restores a resting screen: back to its size, redrawn by its own rendering.
     pub(super) fn wake(&mut self) {
         if let Some(rest) = self.resting.take() {

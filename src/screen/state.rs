@@ -11,6 +11,8 @@ use super::{Position, xterm};
 pub(super) struct MainSnapshot {
     pub(super) lines: Vec<String>,
     pub(super) cursor: Position,
+    /// The cursor's row and column on the screen (what a checkpoint redraws it at).
+    pub(super) cell: (u16, u16),
 }
 
 /// A resting terminal's screen. The emulator's grid (32 bytes a cell: 150 KiB at 120x40) is
@@ -97,6 +99,7 @@ impl State {
         self.main_snapshot = Some(MainSnapshot {
             lines: self.screen_lines(),
             cursor: self.cursor(),
+            cell: self.parser.screen().cursor_position(),
         });
     }
 

@@ -38,7 +38,7 @@ impl Charset {
 pub(super) const MALFORMED: char = '\u{FFFF}';
 
 /// The modes this layer implements, and the cursor state DECSC saves with them.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(super) struct Modes {
     /// G0 and G1.
     charsets: [Charset; 2],
