@@ -15,13 +15,16 @@
 //! - `registry`: sessions keyed by owner agent; ids; limits as reservations taken before a
 //!   session starts.
 //! - `session`: one actor task per PTY session: the loop and handlers (`session/actor.rs`,
-//!   with `actor/signals.rs`, `actor/reader.rs` and `actor/adopt.rs`), a signal's aim (`aim.rs`),
+//!   with `actor/signals.rs`, `actor/reader.rs`, `actor/adopt.rs` and `actor/compact.rs`), a
+//!   signal's aim (`aim.rs`),
 //!   the shell's state machine (`shell.rs`, pure), the send in flight (`send.rs`), jobs
 //!   (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin probe's
-//!   schedule (`probe.rs`), the Watch feed (`watchers.rs`) and where output reads land
-//!   (`capture.rs`: the journal).
+//!   schedule (`probe.rs`), the Watch feed (`watchers.rs`), where output reads land
+//!   (`capture.rs`: the journal) and the marks a compacted journal keeps (`shell_marks.rs`,
+//!   pure).
 //! - `state`: what outlives the daemon (the state directory and its lock, id counters, session
-//!   records in `state/record.rs`, the mmap'd output journal in `state/journal.rs`).
+//!   records in `state/record.rs`, the mmap'd output journal in `state/journal.rs` and the
+//!   checkpoint at its head in `state/journal_head.rs`).
 //! - [`process`]: the OS side of a session: `process::pty` (spawning on a PTY, non-blocking
 //!   master I/O), [`process::helper`] (the per-session helper, a subreaper that owns the
 //!   process tree), [`process::cgroup`] (one cgroup v2 per session, under one parent per
@@ -31,8 +34,8 @@
 //! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
 //!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
 //!   vt100 lacks in `xterm`), the emulator state and its line reads (`state`), history recording
-//!   and query replies (`recorder`), the plain-line fast path (`fast_path`, its data in `run`) and resting idle
-//!   screens (`resting`).
+//!   and query replies (`recorder`), the plain-line fast path (`fast_path`, its data in `run`),
+//!   resting idle screens (`resting`) and checkpoints that rebuild a terminal (`checkpoint`).
 //! - [`history`]: the paged, bounded line store (pure).
 //! - [`marks`]: shell-integration wrappers and OSC 133/7 parsing.
 //! - [`waiting`]: deciding the wait reason (pure).

@@ -3,7 +3,8 @@
 //! owns the PTY, the child, the terminal model and the in-flight send. The actor's state is
 //! split by what it is about: the shell's state machine (`shell.rs`, pure), the send in flight
 //! (`send.rs`), jobs (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin
-//! probe's schedule (`probe.rs`) and the Watch feed (`watchers.rs`).
+//! probe's schedule (`probe.rs`), the Watch feed (`watchers.rs`), the output journal's reads
+//! (`capture.rs`) and the marks kept when it is compacted (`shell_marks.rs`, pure).
 
 mod actor;
 mod aim;
@@ -13,6 +14,7 @@ mod kill;
 mod probe;
 mod send;
 mod shell;
+mod shell_marks;
 mod view;
 mod watchers;
 
@@ -268,6 +270,8 @@ pub(crate) struct Kept {
 /// What an adopted session's actor replays before it serves: the journal's content, the jobs,
 /// and how the program ended when that was known at adoption.
 pub(crate) struct Replay {
+    /// What the journal restores before its output, once it was compacted.
+    restored: Option<crate::state::journal_head::Restored>,
     output: Vec<u8>,
     jobs: Vec<crate::state::record::JobRecord>,
     exit: Option<ExitKind>,
@@ -438,11 +442,15 @@ impl SessionHandle {
                 (Pty::lost().ok()?, Some(ExitKind::Lost))
             }
         };
-        let (journal, output) = match crate::state::journal::Journal::reopen(&files.journal()) {
-            Ok((journal, output)) => (Some(journal), output),
+        let (journal, content) = match crate::state::journal::Journal::reopen(&files.journal()) {
+            Ok((journal, content)) => (Some(journal), content),
             Err(e) => {
                 tracing::warn!(session = %record.id, error = %e, "the session's journal is unreadable");
-                (None, Vec::new())
+                let empty = crate::state::journal::Content {
+                    restored: None,
+                    output: Vec::new(),
+                };
+                (None, empty)
             }
         };
         let integration = Integration::from_name(&record.integration).unwrap_or(Integration::None);
@@ -470,7 +478,8 @@ impl SessionHandle {
         };
         let created_unix_ms = record.created_unix_ms;
         let replay = Replay {
-            output,
+            restored: content.restored,
+            output: content.output,
             jobs: record.jobs.clone(),
             exit,
         };

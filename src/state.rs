@@ -11,6 +11,7 @@
 //! daemon's death, not the machine's, and the page cache outlives the process.
 
 pub(crate) mod journal;
+pub(crate) mod journal_head;
 pub(crate) mod record;
 
 use crate::error::{Error, Result};

@@ -397,3 +397,83 @@ async fn one_daemon_per_state_directory_and_ids_continue_across_daemons() {
     })
     .await;
 }
+
+/// Whether the session's journal was compacted: its head holds a checkpoint.
+fn journal_compacted(dir: &Path, sid: &str) -> bool {
+    let path = dir.join("state/ptyd/sessions").join(sid).join("journal");
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok_and(|()| &head == b"ptyd-journal 1\n{")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_compacted_under_a_flood_still_rebuilds_the_session() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-compact-")
+            .tempdir()
+            .unwrap();
+        // A small history: the journal is compacted every 4 MiB of output.
+        let config = "[defaults]\nhistory_bytes = 1048576\n";
+        let (first, socket) = serve(dir.path(), config).await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        let sid = open_in(&mut c, A, dir.path()).await;
+        run_ok(&mut c, A, &sid, "cd /tmp; export FOO=bar").await;
+        // The prompt's line: the flood's number n will be on line `prompt + n`.
+        let prompt = read_page(&mut c, A, &sid, 0, 1).await.total_lines;
+        start(&mut c, A, &sid, "seq 1 3000000").await;
+        let d = dir.path().to_owned();
+        let s = sid.clone();
+        wait_until(PROCESS_DEADLINE, "the journal is compacted", move || {
+            let (d, s) = (d.clone(), s.clone());
+            async move { journal_compacted(&d, &s) }
+        })
+        .await;
+        // Killed in the flood, or just after it: either way every line must be where it was.
+        kill9(first).await;
+
+        let (second, _) = serve(dir.path(), config).await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        settle(&mut c, A, &sid).await;
+        let first_line = read_page(&mut c, A, &sid, 0, 1).await.first_line;
+        let mut kept = Vec::new();
+        let mut from = first_line;
+        loop {
+            let page = read_from(&mut c, A, &sid, from, 10_000).await;
+            kept.extend(lines(&page.text).iter().map(|l| l.to_string()));
+            if page.line_end == 0 || page.line_end >= page.total_lines {
+                break;
+            }
+            from = page.line_end + 1;
+        }
+        let numbers: Vec<u64> = kept.iter().filter_map(|l| l.trim().parse().ok()).collect();
+        assert!(
+            numbers.len() > 100_000,
+            "the history's bound of lines is kept: {}",
+            numbers.len()
+        );
+        assert_eq!(numbers.last(), Some(&3_000_000));
+        assert!(
+            numbers.windows(2).all(|w| w[1] == w[0] + 1),
+            "the flood's lines follow each other, none lost or doubled"
+        );
+        // The line numbering went on from where the first daemon's was.
+        assert_eq!(first_line, prompt + numbers[0], "{:?}", &kept[..3]);
+        // What the session keeps on disk stayed bounded: the flood was about 21 MB.
+        let journal = dir
+            .path()
+            .join("state/ptyd/sessions")
+            .join(&sid)
+            .join("journal");
+        let kept_bytes = std::fs::metadata(&journal).unwrap().len();
+        assert!(kept_bytes < 8 << 20, "the journal holds {kept_bytes} bytes");
+        // The shell state was rebuilt from the marks the checkpoint kept.
+        let out = run_ok(&mut c, A, &sid, "pwd; echo $FOO").await;
+        assert_eq!(lines(&out), ["/tmp", "bar"], "{out}");
+        let r = send(&mut c, A, &sid, "(exit 7)").await;
+        assert_eq!(r.exit_code, Some(7), "{r:?}");
+        terminate(second).await;
+    })
+    .await;
+}

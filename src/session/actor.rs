@@ -3,6 +3,7 @@
 //! the caller hanging up and the nearest deadline (send timeout, idle, stdin probe, startup).
 
 mod adopt;
+mod compact;
 mod reader;
 mod signals;
 
@@ -13,6 +14,7 @@ use super::kill::JobKill;
 use super::probe::ProbeSchedule;
 use super::send::{ActiveSend, ActiveSink, JobEnd, StreamSink, caller_gone, line_limit_refusal};
 use super::shell::{FirstWrite, MarkEffect, Shell, Write, printable, typeahead_refusal};
+use super::shell_marks::ShellMarks;
 use super::watchers::Watchers;
 use super::{
     Command, JobStatus, Ready, SendInput, SessionSpec, SessionState, Sink, Status, unix_ms, view,
@@ -86,6 +88,10 @@ pub(super) struct Actor {
     replay: Option<super::Replay>,
     /// Signals that wait for the command they are aimed at (see `aim.rs`).
     signals: WaitingSignals,
+    /// The marks a compacted journal keeps for a successor (see `shell_marks.rs`).
+    shell_marks: ShellMarks,
+    /// Journal output at which compaction is tried next (see `compact.rs`).
+    compact_at: u64,
 }
 
 impl Actor {
@@ -99,6 +105,7 @@ impl Actor {
         let mut terminal =
             Terminal::new(spec.cols, spec.rows, spec.history_lines, spec.history_bytes);
         terminal.set_mark_key(spec.mark_key.clone());
+        let compact_at = compact::journal_bound(spec.history_bytes);
         Actor {
             terminal,
             startup_deadline: now + spec.startup_timeout,
@@ -126,6 +133,8 @@ impl Actor {
             store: kept.store,
             replay: kept.replay,
             signals: WaitingSignals::default(),
+            shell_marks: ShellMarks::default(),
+            compact_at,
         }
     }
 
@@ -264,6 +273,9 @@ impl Actor {
         if std::mem::take(&mut self.replies_await_output) && !self.taking_output {
             self.take_output_before_replies();
         }
+        if !self.taking_output {
+            self.compact_journal_if_due();
+        }
     }
 
     fn rearm_probe(&mut self) {
@@ -283,6 +295,7 @@ impl Actor {
         self.terminal.feed(bytes);
         // Marks first: a command-end mark drops the answers its command left unwritten.
         for event in self.terminal.take_marks() {
+            self.shell_marks.push(&event);
             self.on_mark(&event.mark, event.at);
         }
         let replies = self.terminal.take_replies_after_end();

@@ -5,6 +5,7 @@
 
 use crate::process::pty::Pty;
 use crate::state::journal::Journal;
+use crate::state::journal_head::Restored;
 use std::cell::RefCell;
 use std::io;
 
@@ -55,6 +56,19 @@ impl Capture {
             Some(journal) => pty.try_read(journal.spare()?),
             None => READ_BUFFER.with_borrow_mut(|buf| pty.try_read(buf)),
         }
+    }
+
+    /// Bytes of output in the journal since its head (`None`: the session keeps no journal).
+    pub(super) fn journal_output(&self) -> Option<u64> {
+        self.journal.as_ref().map(Journal::output_len)
+    }
+
+    /// Replaces the journal by one that starts from `restored`; the old one stays if that fails.
+    pub(super) fn compact(&mut self, restored: &Restored) -> io::Result<()> {
+        if let Some(journal) = &mut self.journal {
+            *journal = journal.compact(restored)?;
+        }
+        Ok(())
     }
 
     /// The session went idle: its journal window need not stay resident.

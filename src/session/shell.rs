@@ -131,6 +131,7 @@ pub(super) enum Write {
 }
 
 /// One integrated (or plain) shell's state, with the input that waits to be written.
+#[derive(Debug)]
 pub(super) struct Shell {
     integration: Integration,
     /// The integrated shell is idle at its prompt (an end or prompt mark and no input since).

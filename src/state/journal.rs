@@ -11,19 +11,25 @@
 //! last non-zero byte. The zeros after it are what was never written, and a NUL written by the
 //! program at the very end is dropped harmlessly: terminals ignore NUL.
 //!
+//! The file starts with a head (see `journal_head`). Output the terminal model no longer needs
+//! is dropped by compaction: a new file is written beside the journal with a checkpoint of the
+//! terminal as its head, and renamed over it; the output read after that goes into the new
+//! file. A new daemon restores the checkpoint, then replays the output after it.
+//!
 //! The first window is mapped lazily (an idle session touches a page or two); later ones, once
 //! the session produces output in bulk, are populated up front, which costs one call instead of
 //! a page fault per 4 KiB. Windows behind the write position are unmapped, so the daemon holds
 //! at most one window per session.
 
+use super::journal_head::{self, Restored};
 use nix::fcntl::{FallocateFlags, fallocate};
 use nix::sys::mman::{MapFlags, MmapAdvise, ProtFlags, madvise, mmap, munmap};
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Write};
 use std::num::NonZeroUsize;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
 /// Bytes mapped at a time (a multiple of the page size).
@@ -37,50 +43,99 @@ const ALIGN: u64 = 64 << 10;
 /// The journal being written.
 pub(crate) struct Journal {
     file: File,
+    /// Where it is, to be replaced by a compacted one.
+    path: PathBuf,
     /// The mapped window.
     map: NonNull<u8>,
     /// File offset of the window's first byte.
     window_start: u64,
     /// Bytes of the window already written.
     used: usize,
+    /// File offset of the output's first byte (after the head).
+    output_start: u64,
 }
 
 // SAFETY: the mapping is owned by the journal alone (no other pointer to it is handed out but
 // borrows of `self`), so moving the journal to another thread moves its only user.
 unsafe impl Send for Journal {}
 
+/// What a journal holds: what to restore first, then the output.
+pub(crate) struct Content {
+    pub(crate) restored: Option<Restored>,
+    pub(crate) output: Vec<u8>,
+}
+
 impl Journal {
     /// A new, empty journal at `path` (replacing any file there).
     pub(crate) fn create(path: &Path) -> io::Result<Journal> {
-        let file = OpenOptions::new()
+        Journal::with_head(path, path, &journal_head::encode(None))
+    }
+
+    /// The journal at `path` a previous daemon wrote, opened to go on after its content, and
+    /// that content.
+    pub(crate) fn reopen(path: &Path) -> io::Result<(Journal, Content)> {
+        let mut bytes = std::fs::read(path)?;
+        bytes.truncate(content_len(&bytes));
+        let (restored, head) = journal_head::decode(&bytes)?;
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let mut journal = Journal::at(file, path, bytes.len() as u64, false)?;
+        journal.output_start = head as u64;
+        bytes.drain(..head);
+        Ok((
+            journal,
+            Content {
+                restored,
+                output: bytes,
+            },
+        ))
+    }
+
+    /// Replaces this journal by one that restores `restored` and holds no output yet: the new
+    /// file is written beside this one and renamed over it, so that a daemon killed meanwhile
+    /// leaves one of the two whole.
+    pub(crate) fn compact(&self, restored: &Restored) -> io::Result<Journal> {
+        let mut beside = self.path.clone().into_os_string();
+        beside.push(".new");
+        let beside = PathBuf::from(beside);
+        let made = Journal::with_head(&beside, &self.path, &journal_head::encode(Some(restored)))
+            .and_then(|journal| std::fs::rename(&beside, &self.path).map(|()| journal));
+        if made.is_err() {
+            let _ = std::fs::remove_file(&beside);
+        }
+        made
+    }
+
+    /// Bytes of output written since the journal's head.
+    pub(crate) fn output_len(&self) -> u64 {
+        self.window_start + self.used as u64 - self.output_start
+    }
+
+    /// A journal file at `at` holding `head`, to go on after it, that will be known as `path`.
+    fn with_head(at: &Path, path: &Path, head: &[u8]) -> io::Result<Journal> {
+        let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
-            .open(path)?;
-        Journal::at(file, 0, false)
-    }
-
-    /// The journal at `path` a previous daemon wrote, opened to go on after its content, and
-    /// that content.
-    pub(crate) fn reopen(path: &Path) -> io::Result<(Journal, Vec<u8>)> {
-        let mut bytes = std::fs::read(path)?;
-        bytes.truncate(content_len(&bytes));
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
-        let journal = Journal::at(file, bytes.len() as u64, false)?;
-        Ok((journal, bytes))
+            .open(at)?;
+        file.write_all(head)?;
+        let mut journal = Journal::at(file, path, head.len() as u64, false)?;
+        journal.output_start = head.len() as u64;
+        Ok(journal)
     }
 
     /// Maps the window holding file offset `pos`, the write position.
-    fn at(file: File, pos: u64, populate: bool) -> io::Result<Journal> {
+    fn at(file: File, path: &Path, pos: u64, populate: bool) -> io::Result<Journal> {
         let window_start = pos - pos % ALIGN;
         let (map, used) = map_window(&file, window_start, populate)?;
         Ok(Journal {
             file,
+            path: path.to_owned(),
             map,
             window_start,
             used: used + (pos - window_start) as usize,
+            output_start: 0,
         })
     }
 
@@ -204,13 +259,47 @@ mod tests {
         // No flush and no drop: the bytes are in the file as soon as they are committed, as
         // they are for a daemon killed right after a read.
         let (mut again, content) = Journal::reopen(&path).unwrap();
-        assert_eq!(content, first);
+        assert_eq!(content.output, first);
+        assert_eq!(again.output_len(), first.len() as u64);
         drop(journal);
         again.rest();
         write(&mut again, b"more");
         drop(again);
         let (_, content) = Journal::reopen(&path).unwrap();
-        assert_eq!(&content[..first.len()], &first[..]);
-        assert_eq!(&content[first.len()..], b"more");
+        assert_eq!(&content.output[..first.len()], &first[..]);
+        assert_eq!(&content.output[first.len()..], b"more");
+        assert_eq!(content.restored, None);
+    }
+
+    #[test]
+    fn a_compacted_journal_restores_its_checkpoint_then_the_output_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal");
+        let mut journal = Journal::create(&path).unwrap();
+        write(&mut journal, &vec![b'x'; WINDOW + 5]);
+        let restored = Restored {
+            terminal: crate::screen::Checkpoint {
+                line_base: 7,
+                history: "kept\n".into(),
+                screen: b"\x1b[H$ ".to_vec(),
+                cols: 80,
+                rows: 24,
+            },
+            marks: Vec::new(),
+        };
+        let mut compacted = journal.compact(&restored).unwrap();
+        assert_eq!(compacted.output_len(), 0);
+        // The old journal's file is gone from the directory: nothing but the new one is found.
+        drop(journal);
+        write(&mut compacted, b"after");
+        let (again, content) = Journal::reopen(&path).unwrap();
+        assert_eq!(content.restored, Some(restored));
+        assert_eq!(content.output, b"after");
+        assert_eq!(again.output_len(), 5);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["journal"]);
     }
 }

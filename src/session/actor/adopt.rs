@@ -1,5 +1,6 @@
-//! Taking over a session a previous daemon left: its journal replayed through the terminal
-//! model and the shell state, its exit and its running job restored.
+//! Taking over a session a previous daemon left: its journal (the checkpoint at its head, then
+//! its output) replayed through the terminal model and the shell state, its exit and its
+//! running job restored.
 
 use super::*;
 
@@ -8,11 +9,19 @@ impl Actor {
     /// (the answers to queries in it were given long ago; the shell's marks put the shell state
     /// where it was), takes over its jobs, and resumes waiting for a job that was running.
     pub(super) fn adopt(&mut self, replay: crate::session::Replay) {
+        // A compacted journal: its checkpoint first, with the marks of the output it dropped.
+        let mut marks = Vec::new();
+        if let Some(restored) = &replay.restored {
+            self.terminal.restore(&restored.terminal);
+            marks.extend(restored.marks.iter().cloned());
+        }
         self.terminal.feed(&replay.output);
         drop(self.terminal.take_replies());
+        marks.extend(self.terminal.take_marks());
         let now = Instant::now();
         let mut last_start = None;
-        for event in self.terminal.take_marks() {
+        for event in &marks {
+            self.shell_marks.push(event);
             if let MarkEffect::CommandStarted(at) =
                 self.shell.on_mark(&event.mark, event.at, now, None)
             {
