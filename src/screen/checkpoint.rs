@@ -1,9 +1,9 @@
 //! Checkpoints: a terminal's state as what rebuilds it, its history lines and the bytes that
 //! redraw its screen, so that a session's output journal can drop the output that came before
-//! (see `state::journal`). A checkpoint is only given out once a terminal rebuilt from it was
-//! found equal to the live one; at a moment when that cannot be (inside an escape sequence, a
-//! scroll region or another mode the redraw would not carry), there is none, and the caller
-//! tries again later.
+//! (see `state::journal`). A checkpoint is only given out once a terminal rebuilt from its
+//! screen's redraw was found to read as the live one (the history is copied line by line); at a
+//! moment when that cannot be (inside an escape sequence, a scroll region or another mode the
+//! redraw would not carry), there is none, and the caller tries again later.
 
 use super::state::State;
 use super::{Position, Terminal};
@@ -62,21 +62,29 @@ impl Terminal {
             text.push('\n');
         }
         let (max_lines, max_bytes) = history.bounds();
+        let history_lines = history.total_lines();
         let screen = screen_redraw(state).ok_or(NoCheckpoint::NotNow)?;
-        let checkpoint = Checkpoint {
-            line_base: first - 1,
-            history: text,
+        // The history is copied line by line, so only the screen's redraw needs trying: on a
+        // terminal whose (empty) history numbers on from the same line.
+        let mut trial = Checkpoint {
+            line_base: history_lines,
+            history: String::new(),
             screen,
             cols,
             rows,
         };
         let mut rebuilt = Terminal::new(cols, rows, max_lines, max_bytes);
-        rebuilt.restore(&checkpoint);
-        if self.same_as(&rebuilt) {
-            Ok(checkpoint)
-        } else {
-            Err(NoCheckpoint::Differs)
+        rebuilt.restore(&trial);
+        if !self.same_screen_as(&rebuilt) {
+            return Err(NoCheckpoint::Differs);
         }
+        Ok(Checkpoint {
+            line_base: first - 1,
+            history: text,
+            screen: std::mem::take(&mut trial.screen),
+            cols,
+            rows,
+        })
     }
 
     /// Rebuilds a fresh terminal (one that was given no output yet) from `checkpoint`.
@@ -94,10 +102,10 @@ impl Terminal {
         self.feed(&checkpoint.screen);
     }
 
-    /// Whether `other` reads as this terminal does: numbering, history, screen (contents,
-    /// colours, cursor, input modes), the main screen under a full-screen program, and the modes
-    /// of the control-sequence layer.
-    fn same_as(&self, other: &Terminal) -> bool {
+    /// Whether `other` reads as this terminal does from its history's end on: the numbering,
+    /// the screen (contents, colours, cursor, input modes), the main screen under a full-screen
+    /// program, and the modes of the control-sequence layer.
+    fn same_screen_as(&self, other: &Terminal) -> bool {
         if self.sequences.modes != other.sequences.modes {
             return false;
         }
@@ -105,8 +113,7 @@ impl Terminal {
         let (ha, hb) = (&a.parser.callbacks().history, &b.parser.callbacks().history);
         let screen_from = ha.total_lines() + 1;
         let (total, cursor) = (a.total_lines(), a.cursor());
-        ha.first_line() == hb.first_line()
-            && ha.total_lines() == hb.total_lines()
+        ha.total_lines() == hb.total_lines()
             && (total, cursor) == (b.total_lines(), b.cursor())
             && a.alternate_screen() == b.alternate_screen()
             && a.parser.screen().state_formatted() == b.parser.screen().state_formatted()
@@ -253,7 +260,10 @@ mod tests {
                 reading(&straight),
                 "{name}: the live one after it"
             );
-            assert!(straight.same_as(&rebuilt), "{name}: the screens' state");
+            assert!(
+                straight.same_screen_as(&rebuilt),
+                "{name}: the screens' state"
+            );
         }
     }
 
