@@ -1,7 +1,10 @@
 //! Arbitrary bytes through the terminal emulator and its line history, then arbitrary caps
 //! through the renderer: nothing may panic, and every rendering must respect its cap and stay
 //! on character boundaries. A second terminal rests after every piece (when it may) and must
-//! read exactly like the first, and (without resizes) a third fed the whole stream at once.
+//! read exactly like the first, and (without resizes) a third fed the whole stream at once. A
+//! fourth is replaced, after every piece where a checkpoint can be taken, by a fresh terminal
+//! restored from that checkpoint (a journal compacted there and replayed by a new daemon), and
+//! must read like the first too.
 //!
 //! Input layout: 8 header bytes choose the terminal size, the history bounds, the feed's chunk
 //! size, when to resize, and the cap; the rest is the byte stream the program "wrote".
@@ -26,22 +29,36 @@ fuzz_target!(|data: &[u8]| {
 
     let mut term = Terminal::new(cols, rows, max_lines, max_bytes);
     let mut resting = Terminal::new(cols, rows, max_lines, max_bytes);
+    let mut rebuilt = Terminal::new(cols, rows, max_lines, max_bytes);
     for (i, piece) in stream.chunks(chunk).enumerate() {
-        for t in [&mut term, &mut resting] {
+        for t in [&mut term, &mut resting, &mut rebuilt] {
             t.feed(piece);
             if resize_every > 0 && i % resize_every == resize_every - 1 {
                 let (c, r) = t.size();
                 t.resize(20 + (c + 7) % 200, 5 + (r + 3) % 60);
             }
         }
-        assert_eq!(term.take_marks(), resting.take_marks(), "marks after piece {i}");
-        assert_eq!(term.take_replies(), resting.take_replies(), "replies after piece {i}");
+        let marks = term.take_marks();
+        let replies = term.take_replies();
+        assert_eq!(marks, resting.take_marks(), "marks after piece {i}");
+        assert_eq!(replies, resting.take_replies(), "replies after piece {i}");
         assert_eq!(term.total_lines(), resting.total_lines(), "lines after piece {i}");
+        assert_eq!(marks, rebuilt.take_marks(), "marks after piece {i}, rebuilt");
+        assert_eq!(replies, rebuilt.take_replies(), "replies after piece {i}, rebuilt");
+        assert_eq!(term.total_lines(), rebuilt.total_lines(), "lines after piece {i}, rebuilt");
         resting.rest();
+        if let Ok(checkpoint) = rebuilt.checkpoint() {
+            rebuilt = Terminal::new(cols, rows, max_lines, max_bytes);
+            rebuilt.restore(&checkpoint);
+        }
     }
     assert_eq!(term.cursor(), resting.cursor(), "cursor");
     assert_eq!(term.lines(1, u64::MAX), resting.lines(1, u64::MAX), "lines");
     assert_eq!(term.visible_screen(), resting.visible_screen(), "screen");
+    assert_eq!(term.cursor(), rebuilt.cursor(), "cursor, rebuilt");
+    assert_eq!(term.first_line(), rebuilt.first_line(), "first line, rebuilt");
+    assert_eq!(term.lines(1, u64::MAX), rebuilt.lines(1, u64::MAX), "lines, rebuilt");
+    assert_eq!(term.visible_screen(), rebuilt.visible_screen(), "screen, rebuilt");
     if resize_every == 0 {
         // The control-sequence layer holds back what a chunk cuts, so how the stream was cut
         // makes no difference.

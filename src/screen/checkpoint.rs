@@ -42,7 +42,7 @@ impl Terminal {
         state.wake();
         state.end_run();
         // An idle control-sequence layer has seen every sequence end: the emulator's parser
-        // holds nothing of one, which the rebuilt parser could not hold too.
+        // holds nothing of one (a rebuilt parser would not hold it either).
         if !self.sequences.is_idle()
             || state.unusual_modes
             // The newest history line goes on on the screen: the rebuilt history's would not.
@@ -52,15 +52,6 @@ impl Terminal {
         }
         let (cols, rows) = state.size();
         let history = &state.parser.callbacks().history;
-        let first = history.first_line();
-        let mut text = String::with_capacity(history.retained_bytes() + 1024);
-        for line in history.lines(first, history.total_lines()) {
-            if line.contains('\n') {
-                return Err(NoCheckpoint::Differs);
-            }
-            text.push_str(line.trim_end_matches(' '));
-            text.push('\n');
-        }
         let (max_lines, max_bytes) = history.bounds();
         let history_lines = history.total_lines();
         let screen = screen_redraw(state).ok_or(NoCheckpoint::NotNow)?;
@@ -77,6 +68,16 @@ impl Terminal {
         rebuilt.restore(&trial);
         if !self.same_screen_as(&rebuilt) {
             return Err(NoCheckpoint::Differs);
+        }
+        let history = &self.state.get_mut().parser.callbacks().history;
+        let first = history.first_line();
+        let mut text = String::with_capacity(history.retained_bytes() + 1024);
+        for line in history.lines(first, history_lines) {
+            if line.contains('\n') {
+                return Err(NoCheckpoint::Differs);
+            }
+            text.push_str(line.trim_end_matches(' '));
+            text.push('\n');
         }
         Ok(Checkpoint {
             line_base: first - 1,
