@@ -399,6 +399,11 @@ fn bel_ends_an_osc_string_but_not_a_dcs_or_apc_one() {
         (b"xyz\x1b[1;1H\x1b[4h\x1bPq\x07ab\x18cd\x1b[4l", "cdxyz"),
     ];
     for (input, want) in cases {
-        assert_eq!(screen_of(input), [*want], "{:?}", String::from_utf8_lossy(input));
+        assert_eq!(
+            screen_of(input),
+            [*want],
+            "{:?}",
+            String::from_utf8_lossy(input)
+        );
     }
 }
