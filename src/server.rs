@@ -10,6 +10,7 @@
 //! - `refusal`: the answer to a connection from another user.
 //! - `deadline`: the caller's `grpc-timeout`, answered `DEADLINE_EXCEEDED`.
 
+mod cut_body;
 mod deadline;
 mod drain;
 mod refusal;

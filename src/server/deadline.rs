@@ -6,14 +6,13 @@
 //! response (`SendStream`, `Watch`) whose headers went out in time is ended at the deadline with
 //! `DEADLINE_EXCEEDED` trailers; dropping the stream releases the session, as a hang-up does.
 
-use http_body::{Frame, SizeHint};
+use super::cut_body::CutBody;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use tonic::body::Body;
-use tonic::codegen::Bytes;
 
 /// What a caller whose deadline passed is told.
 const MESSAGE: &str = "the caller's deadline (grpc-timeout) passed before the call finished";
@@ -61,70 +60,16 @@ where
                 return response.await;
             };
             match tokio::time::timeout_at(deadline, response).await {
-                Ok(result) => {
-                    result.map(|r| r.map(|body| Body::new(DeadlineBody::new(body, deadline))))
-                }
+                Ok(result) => result.map(|r| {
+                    r.map(|body| {
+                        let at_deadline = tokio::time::sleep_until(deadline);
+                        let code = tonic::Code::DeadlineExceeded;
+                        Body::new(CutBody::new(body, at_deadline, code, MESSAGE, ()))
+                    })
+                }),
                 Err(_) => Ok(tonic::Status::deadline_exceeded(MESSAGE).into_http()),
             }
         })
-    }
-}
-
-/// A response body that ends with `DEADLINE_EXCEEDED` trailers at the deadline.
-struct DeadlineBody {
-    /// The service's body; dropped at the deadline.
-    inner: Option<Body>,
-    timer: Pin<Box<Sleep>>,
-}
-
-impl DeadlineBody {
-    fn new(inner: Body, deadline: Instant) -> DeadlineBody {
-        DeadlineBody {
-            inner: Some(inner),
-            timer: Box::pin(tokio::time::sleep_until(deadline)),
-        }
-    }
-}
-
-impl http_body::Body for DeadlineBody {
-    type Data = Bytes;
-    type Error = tonic::Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let Some(inner) = self.inner.as_mut() else {
-            return Poll::Ready(None);
-        };
-        match Pin::new(inner).poll_frame(cx) {
-            Poll::Ready(None) => {
-                self.inner = None;
-                return Poll::Ready(None);
-            }
-            Poll::Ready(Some(frame)) => return Poll::Ready(Some(frame)),
-            Poll::Pending => {}
-        }
-        if self.timer.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
-        }
-        self.inner = None;
-        let trailers = tonic::Status::deadline_exceeded(MESSAGE)
-            .into_http::<()>()
-            .into_parts()
-            .0
-            .headers;
-        Poll::Ready(Some(Ok(Frame::trailers(trailers))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.as_ref().is_none_or(Body::is_end_stream)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
     }
 }
 

@@ -5,16 +5,15 @@
 //! what is in flight and waits, bounded, until every answer is out. A streaming response whose
 //! headers went out ends with `UNAVAILABLE` trailers, as `deadline` ends one at its deadline.
 
-use http_body::{Frame, SizeHint};
+use super::cut_body::CutBody;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
-use tonic::codegen::Bytes;
 
 /// What a call in flight during an upgrade is told.
 const MESSAGE: &str = "the daemon is upgrading in place; call again (the command keeps running)";
@@ -122,63 +121,13 @@ where
                     Ok(tonic::Status::unavailable(MESSAGE).into_http())
                 }
                 result = response => result.map(|r| {
-                    r.map(|body| Body::new(DrainBody {
-                        inner: Some(body),
-                        cancelled: Box::pin(token.cancelled_owned()),
-                        _counted: counted,
-                    }))
+                    r.map(|body| {
+                        let drained = token.cancelled_owned();
+                        let code = tonic::Code::Unavailable;
+                        Body::new(CutBody::new(body, drained, code, MESSAGE, counted))
+                    })
                 }),
             }
         })
-    }
-}
-
-/// A response body that ends with `UNAVAILABLE` trailers once a drain begins.
-struct DrainBody {
-    /// The service's body; dropped when the drain begins.
-    inner: Option<Body>,
-    cancelled: Pin<Box<WaitForCancellationFutureOwned>>,
-    _counted: InFlight,
-}
-
-impl http_body::Body for DrainBody {
-    type Data = Bytes;
-    type Error = tonic::Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let Some(inner) = self.inner.as_mut() else {
-            return Poll::Ready(None);
-        };
-        match Pin::new(inner).poll_frame(cx) {
-            Poll::Ready(None) => {
-                self.inner = None;
-                return Poll::Ready(None);
-            }
-            Poll::Ready(Some(frame)) => return Poll::Ready(Some(frame)),
-            Poll::Pending => {}
-        }
-        if self.cancelled.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
-        }
-        self.inner = None;
-        let trailers = tonic::Status::unavailable(MESSAGE)
-            .into_http::<()>()
-            .into_parts()
-            .0
-            .headers;
-        Poll::Ready(Some(Ok(Frame::trailers(trailers))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.as_ref().is_none_or(|b| b.is_end_stream())
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), |b| b.size_hint())
     }
 }
