@@ -4,7 +4,7 @@
 
 mod support;
 
-use ptyd::pb::{JobOutputRequest, JobStatus, OpenRequest, SendRequest};
+use ptyd::pb::{JobOutputRequest, JobStatus};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -74,66 +74,32 @@ async fn terminate(mut child: tokio::process::Child) {
     assert!(status.success(), "exits 0 after SIGTERM: {status}");
 }
 
-async fn ids(c: &mut Client, agent: &str) -> Vec<String> {
-    list(c, agent)
-        .await
-        .sessions
-        .into_iter()
-        .map(|s| s.session_id)
-        .collect()
-}
-
-async fn open_type(c: &mut Client, agent: &str, ty: &str, cwd: &Path) -> String {
-    open_with(
-        c,
-        OpenRequest {
-            agent_id: agent.into(),
-            r#type: ty.into(),
-            cwd: cwd.display().to_string(),
-            ..Default::default()
-        },
-    )
-    .await
-    .session
-    .expect("a session")
-    .session_id
-}
-
-/// Sends `text` and returns at once (a 1 ms deadline): the command goes on.
+/// Sends `text` and returns once the shell has echoed it, leaving the command running. The
+/// send's caller hangs up then (what was written stays written); a send with a short deadline
+/// instead could time out before the shell's prompt took the input, and drop it.
 async fn start(c: &mut Client, agent: &str, sid: &str, text: &str) {
+    let from = read_page(c, agent, sid, 0, 1).await.total_lines.max(1);
     let mut req = send_request(agent, sid, text);
-    req.timeout_ms = 1;
-    c.send(req).await.expect("Send");
-}
-
-/// Waits (an empty send) until the session is back at its prompt.
-async fn settle(c: &mut Client, agent: &str, sid: &str) {
-    let (r, _) = send_with(
-        c,
-        SendRequest {
-            agent_id: agent.into(),
-            session_id: sid.into(),
-            submit: Some(false),
-            timeout_ms: 60_000,
-            ..Default::default()
+    req.timeout_ms = 600_000;
+    let mut sender = c.clone();
+    let send = tokio::spawn(async move { sender.send(req).await });
+    let (c2, agent2, sid2, text2) = (c.clone(), agent.to_owned(), sid.to_owned(), text.to_owned());
+    wait_until(
+        PROCESS_DEADLINE,
+        "the shell echoes the command",
+        move || {
+            let (mut c, agent, sid, text) =
+                (c2.clone(), agent2.clone(), sid2.clone(), text2.clone());
+            async move {
+                read_from(&mut c, &agent, &sid, from, 3)
+                    .await
+                    .text
+                    .contains(&text)
+            }
         },
     )
     .await;
-    assert_eq!(r.wait_reason(), ptyd::pb::WaitReason::Prompt, "{r:?}");
-}
-
-/// Every history line of the session, oldest first.
-async fn history(c: &mut Client, agent: &str, sid: &str) -> Vec<String> {
-    let mut all = Vec::new();
-    let mut from = 1;
-    loop {
-        let page = read_from(c, agent, sid, from, 2000).await;
-        all.extend(lines(&page.text).iter().map(|l| l.to_string()));
-        if page.line_end == 0 || page.line_end >= page.total_lines {
-            return all;
-        }
-        from = page.line_end + 1;
-    }
+    send.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -437,16 +403,7 @@ async fn a_journal_compacted_under_a_flood_still_rebuilds_the_session() {
         let mut c = ptyd::client::connect(&socket).await.unwrap();
         settle(&mut c, A, &sid).await;
         let first_line = read_page(&mut c, A, &sid, 0, 1).await.first_line;
-        let mut kept = Vec::new();
-        let mut from = first_line;
-        loop {
-            let page = read_from(&mut c, A, &sid, from, 10_000).await;
-            kept.extend(lines(&page.text).iter().map(|l| l.to_string()));
-            if page.line_end == 0 || page.line_end >= page.total_lines {
-                break;
-            }
-            from = page.line_end + 1;
-        }
+        let kept = history(&mut c, A, &sid).await;
         let numbers: Vec<u64> = kept.iter().filter_map(|l| l.trim().parse().ok()).collect();
         assert!(
             numbers.len() > 100_000,

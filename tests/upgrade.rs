@@ -11,7 +11,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-use support::{Client, open_in, send_request, send_with, timed, wait_until};
+use support::{
+    Client, history, ids, open_in, open_type, send_request, send_with, settle, timed, wait_until,
+};
 use tonic::Code;
 
 /// Longest wait for a daemon to start, re-execute or exit on a loaded CI machine.
@@ -458,61 +460,6 @@ async fn the_tcp_listener_is_handed_over_and_the_token_file_read_again() {
 
 const A: &str = "agent-a";
 const B: &str = "agent-b";
-
-async fn ids(c: &mut Client, agent: &str) -> Vec<String> {
-    support::list(c, agent)
-        .await
-        .sessions
-        .into_iter()
-        .map(|s| s.session_id)
-        .collect()
-}
-
-async fn open_type(c: &mut Client, agent: &str, ty: &str, cwd: &Path) -> String {
-    support::open_with(
-        c,
-        ptyd::pb::OpenRequest {
-            agent_id: agent.into(),
-            r#type: ty.into(),
-            cwd: cwd.display().to_string(),
-            ..Default::default()
-        },
-    )
-    .await
-    .session
-    .expect("a session")
-    .session_id
-}
-
-/// Waits (an empty send) until the session is back at its prompt.
-async fn settle(c: &mut Client, agent: &str, sid: &str) {
-    let (r, _) = send_with(
-        c,
-        SendRequest {
-            agent_id: agent.into(),
-            session_id: sid.into(),
-            submit: Some(false),
-            timeout_ms: 60_000,
-            ..Default::default()
-        },
-    )
-    .await;
-    assert_eq!(r.wait_reason(), ptyd::pb::WaitReason::Prompt, "{r:?}");
-}
-
-/// Every history line of the session, oldest first.
-async fn history(c: &mut Client, agent: &str, sid: &str) -> Vec<String> {
-    let mut all = Vec::new();
-    let mut from = 1;
-    loop {
-        let page = support::read_from(c, agent, sid, from, 2000).await;
-        all.extend(support::lines(&page.text).iter().map(|l| l.to_string()));
-        if page.line_end == 0 || page.line_end >= page.total_lines {
-            return all;
-        }
-        from = page.line_end + 1;
-    }
-}
 
 /// A flood at the moment of the SIGHUP, vim with unsaved text, python with `x = 42`, a shell
 /// after `cd /tmp; export FOO=bar` and a background job, with the binary replaced by another

@@ -482,3 +482,60 @@ pub fn json_lines(
     });
     events
 }
+
+/// The ids of the sessions `agent` owns, as List gives them.
+pub async fn ids(c: &mut Client, agent: &str) -> Vec<String> {
+    list(c, agent)
+        .await
+        .sessions
+        .into_iter()
+        .map(|s| s.session_id)
+        .collect()
+}
+
+/// Opens a session of type `ty` in `cwd`; returns its id.
+pub async fn open_type(c: &mut Client, agent: &str, ty: &str, cwd: &std::path::Path) -> String {
+    open_with(
+        c,
+        OpenRequest {
+            agent_id: agent.into(),
+            r#type: ty.into(),
+            cwd: cwd.display().to_string(),
+            ..Default::default()
+        },
+    )
+    .await
+    .session
+    .expect("a session")
+    .session_id
+}
+
+/// Waits (an empty send) until the session is back at its prompt.
+pub async fn settle(c: &mut Client, agent: &str, sid: &str) {
+    let (r, _) = send_with(
+        c,
+        SendRequest {
+            agent_id: agent.into(),
+            session_id: sid.into(),
+            submit: Some(false),
+            timeout_ms: 60_000,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(r.wait_reason(), ptyd::pb::WaitReason::Prompt, "{r:?}");
+}
+
+/// Every retained history line of the session, oldest first.
+pub async fn history(c: &mut Client, agent: &str, sid: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut from = read_page(c, agent, sid, 0, 1).await.first_line;
+    loop {
+        let page = read_from(c, agent, sid, from, 2000).await;
+        all.extend(lines(&page.text).iter().map(|l| l.to_string()));
+        if page.line_end == 0 || page.line_end >= page.total_lines {
+            return all;
+        }
+        from = page.line_end + 1;
+    }
+}
