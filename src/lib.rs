@@ -15,11 +15,11 @@
 //! - `registry`: sessions keyed by owner agent; ids; limits as reservations taken before a
 //!   session starts.
 //! - `session`: one actor task per PTY session: the loop and handlers (`session/actor.rs`,
-//!   with `actor/signals.rs`, `actor/reader.rs`, `actor/adopt.rs` and `actor/compact.rs`), a
-//!   signal's aim (`aim.rs`),
-//!   the shell's state machine (`shell.rs`, pure), the send in flight (`send.rs`), jobs
-//!   (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin probe's
-//!   schedule (`probe.rs`), the Watch feed (`watchers.rs`), where output reads land
+//!   with `actor/output.rs`, `actor/signals.rs`, `actor/reader.rs`, `actor/adopt.rs` and
+//!   `actor/compact.rs`), a signal's aim (`aim.rs`), the shell's state machine (`shell.rs`,
+//!   pure), the send in flight (`send.rs`), jobs (`jobs.rs`, `kill.rs`), views over the terminal
+//!   (`view.rs`, pure), the stdin probe's schedule (`probe.rs`), the Watch feed (`watchers.rs`),
+//!   where output reads land
 //!   (`capture.rs`: the journal) and the marks a compacted journal keeps (`shell_marks.rs`,
 //!   pure).
 //! - `state`: what outlives the daemon (the state directory and its lock, id counters, session
