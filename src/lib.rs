@@ -6,7 +6,8 @@
 //! - [`server`]: `ptyd serve`'s start-up ([`server::run`]: config, signals, socket activation or
 //!   bind, the TCP token), the socket, the peer check and the refusal another user gets, the
 //!   caller's deadline, upgrade in place on SIGHUP (`server/upgrade.rs`, the calls in flight
-//!   answered by `server/drain.rs`), and `serve(listener, config, shutdown)`.
+//!   answered by `server/drain.rs`; both cut streams short through `server/cut_body.rs`), and
+//!   `serve(listener, config, shutdown)`.
 //! - [`stop_post`]: `ptyd stop-post`, the systemd unit's `ExecStopPost=`: ends what a stopped
 //!   daemon left unless it crashed.
 //! - `h2_authority`: accepts clients that send the socket path as HTTP/2 `:authority`.
@@ -43,7 +44,8 @@
 //! - `memory`: one `malloc_trim` after a burst of sessions rests or closes.
 //! - `validate`: request checks with messages that name the field, and the one rule for
 //!   environment names (pure).
-//! - [`config`]: terminal types, limits, defaults, the session environment policy.
+//! - [`config`]: terminal types, limits, defaults, the session environment policy; the config
+//!   file's schema and checks in `config/file.rs`.
 //! - [`acp`]: the ACP agent shim (`ptyd acp`) and its typed error.
 //! - [`mcp`]: the MCP server (`ptyd mcp`): the model-facing tools over stdio or streamable HTTP.
 //! - `connection`: the daemon a front-end (acp, mcp) talks to: on the socket, or in-process.
