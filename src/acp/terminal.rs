@@ -55,10 +55,15 @@ pub(crate) async fn run(
     };
     let mut pump = OutputPump::new(COMMAND_OUTPUT_CAP, UPDATE_INTERVAL);
     let mut emit = |data: String| out.tool_update(wire::output_update(&id, data));
-    let mut outcome = if cancel.is_cancelled() {
-        Outcome::Unfinished
-    } else {
-        LiveSend {
+    // The terminal is gone (a daemon restarted without it, or it was closed elsewhere): nothing
+    // was typed, so the command runs once more, in a fresh terminal, rather than every prompt
+    // failing.
+    let mut in_fresh_terminal = false;
+    let outcome = loop {
+        if !in_fresh_terminal && cancel.is_cancelled() {
+            break Outcome::Unfinished;
+        }
+        let outcome = LiveSend {
             shim,
             terminal: &terminal,
             cancel,
@@ -67,33 +72,21 @@ pub(crate) async fn run(
             emit: &mut emit,
         }
         .run(command)
-        .await
-    };
-    // The terminal is gone (a daemon restarted without it, or it was closed elsewhere): nothing
-    // was typed, so the command runs in a fresh terminal rather than every prompt failing.
-    if let Outcome::Failed(status) = &outcome
-        && status.code() == tonic::Code::NotFound
-        && !cancel.is_cancelled()
-    {
+        .await;
+        let gone = matches!(&outcome, Outcome::Failed(s) if s.code() == tonic::Code::NotFound);
+        if in_fresh_terminal || !gone || cancel.is_cancelled() {
+            break outcome;
+        }
         session.forget_terminal(&terminal).await;
         out.message(TERMINAL_GONE);
-        outcome = match shim.ensure_terminal(session).await {
+        match shim.ensure_terminal(session).await {
             Ok(fresh) => {
                 terminal = fresh;
-                LiveSend {
-                    shim,
-                    terminal: &terminal,
-                    cancel,
-                    terminal_mode,
-                    pump: &mut pump,
-                    emit: &mut emit,
-                }
-                .run(command)
-                .await
+                in_fresh_terminal = true;
             }
-            Err(e) => Outcome::Failed(e),
-        };
-    }
+            Err(e) => break Outcome::Failed(e),
+        }
+    };
     if let Some(last) = pump.finish().filter(|_| terminal_mode) {
         out.tool_update(wire::output_update(&id, last));
     }
