@@ -4,7 +4,7 @@
 
 mod support;
 
-use ptyd::pb::{JobOutputRequest, JobStatus};
+use ptyd::pb::JobStatus;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -186,24 +186,7 @@ async fn five_sessions_of_two_agents_survive_a_kill_9() {
         let out = run_ok(&mut c, B, &prompt, "pwd; echo $FOO").await;
         assert!(out.contains("/tmp") && out.contains("bar"), "{out}");
 
-        let mut output = String::new();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            let r = c
-                .job_output(JobOutputRequest {
-                    agent_id: B.into(),
-                    job_id: job.clone(),
-                    wait_ms: 2000,
-                    ..Default::default()
-                })
-                .await
-                .expect("JobOutput")
-                .into_inner();
-            output.push_str(&r.output);
-            if r.status() != JobStatus::Running || Instant::now() > deadline {
-                break r.status();
-            }
-        };
+        let (status, output) = job_to_end(&mut c, B, &job, PROCESS_DEADLINE).await;
         assert_eq!(status, JobStatus::Completed, "{output}");
         assert!(output.contains("job-done"), "{output:?}");
 

@@ -555,25 +555,7 @@ async fn five_sessions_of_two_agents_survive_an_upgrade_in_place() {
         let out = support::run_ok(&mut c, B, &prompt, "pwd; echo $FOO").await;
         assert!(out.contains("/tmp") && out.contains("bar"), "{out}");
 
-        let mut output = String::new();
-        let deadline = tokio::time::Instant::now() + PROCESS_DEADLINE;
-        let status = loop {
-            let r = c
-                .job_output(ptyd::pb::JobOutputRequest {
-                    agent_id: B.into(),
-                    job_id: job.clone(),
-                    wait_ms: 2000,
-                    ..Default::default()
-                })
-                .await
-                .expect("JobOutput")
-                .into_inner();
-            output.push_str(&r.output);
-            if r.status() != ptyd::pb::JobStatus::Running || tokio::time::Instant::now() > deadline
-            {
-                break r.status();
-            }
-        };
+        let (status, output) = support::job_to_end(&mut c, B, &job, PROCESS_DEADLINE).await;
         assert_eq!(status, ptyd::pb::JobStatus::Completed, "{output}");
         assert!(output.contains("job-done"), "{output:?}");
 

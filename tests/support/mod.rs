@@ -539,3 +539,31 @@ pub async fn history(c: &mut Client, agent: &str, sid: &str) -> Vec<String> {
         from = page.line_end + 1;
     }
 }
+
+/// Follows a job's output until it is no longer running (or `within` passed): its last status
+/// and all its output.
+pub async fn job_to_end(
+    c: &mut Client,
+    agent: &str,
+    job: &str,
+    within: Duration,
+) -> (ptyd::pb::JobStatus, String) {
+    let mut output = String::new();
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let r = c
+            .job_output(ptyd::pb::JobOutputRequest {
+                agent_id: agent.into(),
+                job_id: job.into(),
+                wait_ms: 2000,
+                ..Default::default()
+            })
+            .await
+            .expect("JobOutput")
+            .into_inner();
+        output.push_str(&r.output);
+        if r.status() != ptyd::pb::JobStatus::Running || tokio::time::Instant::now() > deadline {
+            return (r.status(), output);
+        }
+    }
+}
