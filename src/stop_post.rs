@@ -101,14 +101,14 @@ fn end_all_but(unit: &Path, spare: &Path) -> usize {
         for entry in dir.flatten() {
             let path = entry.path();
             if entry.file_type().is_ok_and(|t| t.is_dir()) && path != spare {
-                victims.extend(procs_below(&path));
+                victims.extend(cgroup::members_below(&path));
                 let _ = std::fs::write(path.join("cgroup.kill"), "1");
                 cgroups.push(path);
             }
         }
     }
     if unit != spare {
-        for pid in procs(unit).into_iter().filter(|&p| p != me) {
+        for pid in cgroup::members(unit).into_iter().filter(|&p| p != me) {
             victims.push(pid);
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
@@ -122,28 +122,6 @@ fn end_all_but(unit: &Path, spare: &Path) -> usize {
         std::thread::sleep(Duration::from_millis(10));
     }
     victims.len()
-}
-
-/// The processes directly in the cgroup `path`.
-fn procs(path: &Path) -> Vec<i32> {
-    std::fs::read_to_string(path.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
-/// The processes in the cgroup `path` and every cgroup below it.
-fn procs_below(path: &Path) -> Vec<i32> {
-    let mut found = procs(path);
-    if let Ok(dir) = std::fs::read_dir(path) {
-        for entry in dir.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                found.extend(procs_below(&entry.path()));
-            }
-        }
-    }
-    found
 }
 
 #[cfg(test)]

@@ -270,16 +270,39 @@ fn sweep(path: &Path) -> bool {
     }
 }
 
-/// Whether a live session helper is a member of the cgroup at `path` (not of its children).
-fn holds_a_helper(path: &Path) -> bool {
+/// The processes directly in the cgroup at `path` (none when it cannot be read).
+pub(crate) fn members(path: &Path) -> Vec<i32> {
     std::fs::read_to_string(path.join("cgroup.procs"))
         .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse::<i32>().ok())
-        .any(|pid| {
-            procfs::is_alive(pid)
-                && procfs::comm(pid).is_some_and(|c| c == crate::process::helper::COMM)
-        })
+        .split_whitespace()
+        .filter_map(|pid| pid.parse().ok())
+        .collect()
+}
+
+/// The processes in the cgroup at `path` and in every cgroup below it.
+pub(crate) fn members_below(path: &Path) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut dirs = vec![path.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        out.extend(members(&dir));
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            dirs.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    out
+}
+
+/// Whether a live session helper is a member of the cgroup at `path` (not of its children).
+fn holds_a_helper(path: &Path) -> bool {
+    members(path).into_iter().any(|pid| {
+        procfs::is_alive(pid)
+            && procfs::comm(pid).is_some_and(|c| c == crate::process::helper::COMM)
+    })
 }
 
 /// The owning daemon's pid and start time encoded in a cgroup's name: `ptyd-<pid>-<start>`
@@ -374,25 +397,7 @@ impl SessionCgroup {
 
     /// Every process in the cgroup and in any cgroup below it.
     fn processes(&self) -> Vec<i32> {
-        let mut out = Vec::new();
-        let mut dirs = vec![self.path.clone()];
-        while let Some(dir) = dirs.pop() {
-            if let Ok(text) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-                out.extend(
-                    text.split_whitespace()
-                        .filter_map(|s| s.parse::<i32>().ok()),
-                );
-            }
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                dirs.extend(
-                    entries
-                        .flatten()
-                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                        .map(|e| e.path()),
-                );
-            }
-        }
-        out
+        members_below(&self.path)
     }
 
     /// Waits until `cgroup.events` shows `key value`, woken by the kernel's POLLPRI on every
