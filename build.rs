@@ -26,6 +26,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .field_attribute("ptyd.v1.SendResponse.result", "#[serde(flatten)]")
         .field_attribute("ptyd.v1.SendEvent.event", "#[serde(flatten)]")
+        // A foreground send has no job id: print none rather than "".
+        .field_attribute(
+            "ptyd.v1.SendResponse.job_id",
+            "#[serde(skip_serializing_if = \"String::is_empty\")]",
+        )
         .field_attribute(
             ".ptyd.v1.ForegroundResult.wait_reason",
             enum_as_name("wait_reason"),

@@ -88,6 +88,7 @@ impl From<session::SendOutcome> for SendResponse {
     fn from(outcome: session::SendOutcome) -> SendResponse {
         SendResponse {
             rendered: outcome.rendered.clone(),
+            job_id: String::new(),
             result: Some(send_response::Result::Foreground(outcome.into())),
         }
     }
@@ -173,6 +174,7 @@ mod tests {
     fn messages_print_as_json_with_contract_names() {
         let foreground = SendResponse {
             rendered: "r".into(),
+            job_id: String::new(),
             result: Some(send_response::Result::Foreground(ForegroundResult {
                 viewport: "v".into(),
                 wait_reason: WaitReason::StdinRead as i32,
@@ -192,12 +194,21 @@ mod tests {
             }})
         );
         let job = SendResponse {
-            rendered: "started background job j1".into(),
-            result: Some(send_response::Result::JobId("j1".into())),
+            rendered: "started background job j1\n[job: j1 running]".into(),
+            job_id: "j1".into(),
+            result: Some(send_response::Result::Background(JobOutputResponse {
+                job_id: "j1".into(),
+                session_id: "t1".into(),
+                status: JobStatus::Running as i32,
+                ..JobOutputResponse::default()
+            })),
         };
         assert_eq!(
             serde_json::to_value(&job).unwrap(),
-            json!({"rendered": "started background job j1", "job_id": "j1"})
+            json!({"rendered": "started background job j1\n[job: j1 running]", "job_id": "j1",
+                "background": {"job_id": "j1", "session_id": "t1", "status": "RUNNING",
+                    "output": "", "truncated": false, "detail": "", "wait_reason": "",
+                    "exit_code": null, "session_status": null, "rendered": ""}})
         );
         let table = [
             (

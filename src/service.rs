@@ -23,6 +23,11 @@ use tonic::{Request, Response};
 const DEFAULT_TIMEOUT_MS: u32 = 30_000;
 /// Default output silence before `inferred_idle`.
 const DEFAULT_IDLE_MS: u32 = 5_000;
+/// How long a background send waits for its job's first complete line, by default (contract
+/// section 3): long enough for a server to bind and say so, short enough to feel immediate.
+const DEFAULT_BACKGROUND_WAIT_MS: u32 = 1_000;
+/// The longest `background_wait_ms`.
+const MAX_BACKGROUND_WAIT_MS: u32 = 10_000;
 /// Stream events buffered per streaming call before the producer waits for the caller.
 const STREAM_CHUNKS: usize = 64;
 
@@ -200,6 +205,7 @@ impl Terminals {
     async fn send(&self, req: pb::SendRequest) -> Result<pb::SendResponse> {
         let handle = self.session(&req.agent_id, &req.session_id)?;
         let input = send_input(&req)?;
+        let wait = background_wait(&req)?;
         if !req.run_in_background {
             return Ok(handle.send(input).await?.into());
         }
@@ -215,11 +221,21 @@ impl Terminals {
             handle.clone(),
             self.config.limits.jobs_per_agent,
         );
+        let header = pb::background_header(&job_id);
+        // What the job's first output may take of the cap: the header and its newline go first.
+        let cap = input.max_result_bytes.saturating_sub(header.len() + 1);
         if let Err(e) = handle.send_background(input, job_id.clone()).await {
             self.registry.remove_job(&job_id);
             return Err(e);
         }
-        Ok(pb::background_response(job_id))
+        // The job's first complete line (or its end) comes back in this call, consumed as
+        // JobOutput would consume it: a server's "Serving on ..." or an immediate error is read
+        // here instead of by a second call made before the server listens.
+        let report = handle.job_output(&job_id, wait, cap).await?;
+        Ok(pb::background_response(
+            header,
+            pb::job_output_response(job_id, handle.spec.id.clone(), report),
+        ))
     }
 
     async fn send_stream(&self, req: pb::SendRequest) -> Result<BoxStream<pb::SendEvent>> {
@@ -453,6 +469,15 @@ impl Terminals {
 }
 
 /// Validates a send request into what the session writes and how it waits.
+/// `background_wait_ms`: unset is 1000; 0 returns at once.
+fn background_wait(req: &pb::SendRequest) -> Result<Duration> {
+    let ms = match req.background_wait_ms {
+        None => DEFAULT_BACKGROUND_WAIT_MS,
+        Some(ms) => validate::ranged_from_zero("background_wait_ms", ms, MAX_BACKGROUND_WAIT_MS)?,
+    };
+    Ok(Duration::from_millis(u64::from(ms)))
+}
+
 fn send_input(req: &pb::SendRequest) -> Result<SendInput> {
     validate::text(&req.text)?;
     let timeout = validate::ranged("timeout_ms", req.timeout_ms, DEFAULT_TIMEOUT_MS, 1, 600_000)?;

@@ -55,6 +55,17 @@ pub(crate) fn ranged(field: &str, value: u32, default: u32, min: u32, max: u32) 
     Ok(value)
 }
 
+/// A value whose range starts at 0 (so 0 is a value, not "the default"): `field` must be at most
+/// `max`.
+pub(crate) fn ranged_from_zero(field: &str, value: u32, max: u32) -> Result<u32> {
+    if value > max {
+        return Err(Error::invalid(format!(
+            "{field} must be between 0 and {max}, got {value}"
+        )));
+    }
+    Ok(value)
+}
+
 /// `max_result_bytes`, defaulted.
 pub(crate) fn max_result_bytes(value: u32) -> Result<usize> {
     ranged(

@@ -1043,15 +1043,21 @@ async fn finished_job(c: &mut Client, agent: &str, sid: &str, cmd: &str) -> Stri
     let resp = c
         .send(SendRequest {
             run_in_background: true,
+            background_wait_ms: Some(0),
             ..send_request(agent, sid, cmd)
         })
         .await
         .expect("background send")
         .into_inner();
-    let Some(send_response::Result::JobId(job)) = resp.result.clone() else {
-        panic!("expected a job id: {resp:?}");
+    let Some(send_response::Result::Background(_)) = resp.result else {
+        panic!("expected a job: {resp:?}");
     };
-    assert_eq!(resp.rendered, format!("started background job {job}"));
+    let job = resp.job_id.clone();
+    assert!(
+        resp.rendered
+            .starts_with(&format!("started background job {job}\n")),
+        "{resp:?}"
+    );
     let (client, agent, id) = (c.clone(), agent.to_string(), job.clone());
     wait_until(Duration::from_secs(30), "the job completes", move || {
         let (mut client, agent, job) = (client.clone(), agent.clone(), id.clone());

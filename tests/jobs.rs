@@ -24,23 +24,109 @@ const A: &str = "jobs";
 /// How long a stream may stay silent before the tests call it open.
 const STREAM_PATIENCE: Duration = Duration::from_secs(5);
 
-/// Starts `cmd` as a background job; returns its id and how long the call took.
+/// Starts `cmd` as a background job that returns at once (`background_wait_ms` 0, so its output
+/// is all left for JobOutput); returns its id and how long the call took.
 async fn start_job(c: &mut Client, sid: &str, cmd: &str) -> (String, Duration) {
     let started = Instant::now();
-    let resp = c
-        .send(SendRequest {
-            run_in_background: true,
-            ..send_request(A, sid, cmd)
-        })
+    let resp = background_send(c, sid, cmd, Some(0))
         .await
-        .expect("a background send")
-        .into_inner();
+        .expect("a background send");
     let took = started.elapsed();
-    let Some(send_response::Result::JobId(job)) = resp.result else {
-        panic!("expected a job id: {resp:?}");
+    let Some(send_response::Result::Background(first)) = &resp.result else {
+        panic!("expected a job: {resp:?}");
     };
-    assert_eq!(resp.rendered, format!("started background job {job}"));
+    assert_eq!(first.job_id, resp.job_id);
+    let job = resp.job_id.clone();
+    assert_eq!(
+        resp.rendered,
+        format!("started background job {job}\n[job: {job} running]")
+    );
     (job, took)
+}
+
+/// A background send of `cmd` waiting `wait_ms` for the job's first line.
+async fn background_send(
+    c: &mut Client,
+    sid: &str,
+    cmd: &str,
+    wait_ms: Option<u32>,
+) -> Result<ptyd::pb::SendResponse, Status> {
+    c.send(SendRequest {
+        run_in_background: true,
+        background_wait_ms: wait_ms,
+        ..send_request(A, sid, cmd)
+    })
+    .await
+    .map(|r| r.into_inner())
+}
+
+/// What a background send saw when it returned.
+fn first_output(resp: &ptyd::pb::SendResponse) -> &JobOutputResponse {
+    match &resp.result {
+        Some(send_response::Result::Background(first)) => first,
+        other => panic!("expected a job: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_send_returns_with_the_jobs_first_line_or_its_end() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let home = d.dir().to_path_buf();
+        let c = &mut d.client;
+        let sid = open_in(c, A, &home).await;
+        // A server's first line comes back in the same call, and is not handed out again.
+        let cmd = "sleep 0.2; echo Serving on port 8000; sleep 30; echo later";
+        let resp = background_send(c, &sid, cmd, None).await.unwrap();
+        let job = resp.job_id.clone();
+        let first = first_output(&resp);
+        assert_eq!(first.status(), JobStatus::Running, "{resp:?}");
+        assert_eq!(first.output, "Serving on port 8000", "{resp:?}");
+        assert_eq!(first.session_id, sid);
+        assert_eq!(
+            resp.rendered,
+            format!("started background job {job}\nServing on port 8000\n[job: {job} running]")
+        );
+        let next = job_output(c, &job, 0).await;
+        assert_eq!(next.output, "", "consumed by the send: {next:?}");
+        job_kill(c, &job).await;
+
+        // A command that ends at once: the send reports how it ended.
+        let resp = background_send(c, &sid, "echo done; false", None)
+            .await
+            .unwrap();
+        let job = resp.job_id.clone();
+        let ended = first_output(&resp);
+        assert_eq!(ended.status(), JobStatus::Completed, "{resp:?}");
+        assert_eq!(ended.output, "done");
+        assert_eq!(ended.exit_code, Some(1));
+        assert!(
+            resp.rendered
+                .ends_with(&format!("done\n[job: {job} completed: wait: prompt]")),
+            "{}",
+            resp.rendered
+        );
+
+        // Nothing printed within background_wait_ms: the send returns with the job running.
+        let resp = background_send(c, &sid, "sleep 30", Some(300))
+            .await
+            .unwrap();
+        let quiet = first_output(&resp);
+        assert_eq!(quiet.status(), JobStatus::Running);
+        assert_eq!(quiet.output, "");
+        job_kill(c, &resp.job_id).await;
+
+        let refused = background_send(c, &sid, "true", Some(10_001))
+            .await
+            .expect_err("out of range");
+        assert_eq!(refused.code(), Code::InvalidArgument);
+        assert!(
+            refused.message().contains("background_wait_ms"),
+            "{refused:?}"
+        );
+        d.stop().await;
+    })
+    .await;
 }
 
 async fn job_kill(c: &mut Client, job: &str) -> JobKillResponse {

@@ -126,11 +126,9 @@ async fn five_sessions_of_two_agents_survive_a_kill_9() {
         c.send(typing).await.expect("type in vim");
         let mut background = send_request(B, &job_session, "sleep 3; echo job-done");
         background.run_in_background = true;
-        let job = c.send(background).await.unwrap().into_inner();
-        let job = match job.result {
-            Some(ptyd::pb::send_response::Result::JobId(id)) => id,
-            other => panic!("a job: {other:?}"),
-        };
+        background.background_wait_ms = Some(0);
+        let job = c.send(background).await.unwrap().into_inner().job_id;
+        assert!(!job.is_empty(), "a job");
         // The job's command runs when the daemon dies.
         let job_shell = session_info(&mut c, B, &job_session).await.unwrap().pid as i32;
         wait_until(PROCESS_DEADLINE, "the job's sleep runs", move || async move {

@@ -489,10 +489,9 @@ async fn five_sessions_of_two_agents_survive_an_upgrade_in_place() {
         c.send(typing).await.expect("type in vim");
         let mut background = send_request(B, &job_session, "sleep 3; echo job-done");
         background.run_in_background = true;
-        let job = match c.send(background).await.unwrap().into_inner().result {
-            Some(ptyd::pb::send_response::Result::JobId(id)) => id,
-            other => panic!("a job: {other:?}"),
-        };
+        background.background_wait_ms = Some(0);
+        let job = c.send(background).await.unwrap().into_inner().job_id;
+        assert!(!job.is_empty(), "a job");
         let mut flooding = send_request(A, &flood, "seq 1 60000");
         flooding.timeout_ms = 1;
         c.send(flooding).await.expect("start the flood");

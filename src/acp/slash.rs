@@ -6,7 +6,7 @@ use super::text::{error_line, unknown_command_message};
 use super::wire;
 use crate::pb::{
     CloseRequest, JobKillRequest, JobOutputRequest, ListRequest, ReadRequest, SendRequest,
-    SignalRequest, send_response,
+    SignalRequest,
 };
 use agent_client_protocol::v1::schema::ToolKind;
 use std::future::Future;
@@ -239,8 +239,8 @@ async fn on_terminal(shim: &Shim, session: &Session, slash: Slash, input: &str, 
             };
             let work = async move {
                 let response = client.send(request).await?.into_inner();
-                if let Some(send_response::Result::JobId(job)) = &response.result {
-                    session.set_last_job(job);
+                if !response.job_id.is_empty() {
+                    session.set_last_job(&response.job_id);
                 }
                 Ok(response.rendered)
             };

@@ -56,11 +56,19 @@ pub(crate) fn open_response(session: SessionInfo, full_motd: &str, cap: usize) -
     }
 }
 
-/// `Send`'s answer for a background send.
-pub(crate) fn background_response(job_id: String) -> SendResponse {
+/// The first line of a background send's answer: "started background job j1".
+pub(crate) fn background_header(job_id: &str) -> String {
+    format!("started background job {job_id}")
+}
+
+/// `Send`'s answer for a background send: `header`, then what JobOutput answered when the send
+/// returned (its output and `[job: j1 running]`, capped to what the header left of the cap).
+pub(crate) fn background_response(header: String, mut first: JobOutputResponse) -> SendResponse {
+    let rendered = format!("{header}\n{}", std::mem::take(&mut first.rendered));
     SendResponse {
-        rendered: format!("started background job {job_id}"),
-        result: Some(send_response::Result::JobId(job_id)),
+        rendered,
+        job_id: first.job_id.clone(),
+        result: Some(send_response::Result::Background(first)),
     }
 }
 
