@@ -12,6 +12,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The default history bound in lines (contract section 4: at least 1 000 000). With the default
+/// byte bound of 16 MiB, `seq 1 2000000` (about 13 MiB of text) is kept whole.
+pub const DEFAULT_HISTORY_LINES: u64 = 4_000_000;
+
 /// A terminal type that `Open` can start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TerminalType {
@@ -51,7 +55,9 @@ pub struct Config {
     pub cols: u16,
     /// Default terminal height.
     pub rows: u16,
-    /// History bound per session, in lines.
+    /// History bound per session, in lines: only a backstop (the byte bound decides for any
+    /// output averaging 4 bytes a line or more), so that even a flood of empty lines, which
+    /// costs its line offsets but no text bytes, stays bounded.
     pub history_lines: u64,
     /// History bound per session, in bytes of text.
     pub history_bytes: usize,
@@ -101,7 +107,7 @@ impl Default for Config {
             },
             cols: 120,
             rows: 40,
-            history_lines: 100_000,
+            history_lines: DEFAULT_HISTORY_LINES,
             history_bytes: 16 << 20,
             startup_timeout: Duration::from_secs(10),
             startup_idle: Duration::from_millis(1500),

@@ -38,8 +38,9 @@ pub(super) fn read(terminal: &Terminal, q: ReadQuery) -> ReadOutcome {
     } else {
         Vec::new()
     };
+    let retained = retained_note(first, total, asked_begin(total, &q), lines.is_empty());
     if lines.is_empty() {
-        let meta = vec![format!("[lines: none of {total}]")];
+        let meta = vec![format!("[lines: none of {total}{retained}]")];
         let capped = render::with_meta("", "(no retained output)", &meta, q.max_result_bytes);
         return ReadOutcome {
             total_lines: total,
@@ -50,7 +51,7 @@ pub(super) fn read(terminal: &Terminal, q: ReadQuery) -> ReadOutcome {
     }
     let meta = |dropped: usize| {
         vec![format!(
-            "[lines: {}-{end} of {total}]",
+            "[lines: {}-{end} of {total}{retained}]",
             begin + dropped as u64
         )]
     };
@@ -77,6 +78,32 @@ fn page_bounds(total: u64, first: u64, q: &ReadQuery) -> (u64, u64) {
             let end = total.saturating_sub(q.offset);
             (first.max(end.saturating_sub(q.count - 1)).max(1), end)
         }
+    }
+}
+
+/// The first line a page asked for, before retention bounded it.
+fn asked_begin(total: u64, q: &ReadQuery) -> u64 {
+    match q.from_line {
+        Some(from) => from,
+        None => total
+            .saturating_sub(q.offset)
+            .saturating_sub(q.count - 1)
+            .max(1),
+    }
+}
+
+/// What `[lines: …]` adds once the history bounds dropped old lines (`first > 1`) and the page
+/// is `empty` or was cut by them (it asked for lines from `asked` on): where retained history
+/// lies, so a model paging back knows where to look (contract section 6).
+fn retained_note(first: u64, total: u64, asked: u64, empty: bool) -> String {
+    let dropped_some = first > 1;
+    if !dropped_some || !(empty || asked < first) {
+        return String::new();
+    }
+    if first > total {
+        "; none retained".to_owned()
+    } else {
+        format!("; retained {first}-{total}")
     }
 }
 
@@ -189,6 +216,64 @@ mod tests {
             none.rendered.contains("[lines: none of 3]"),
             "{}",
             none.rendered
+        );
+    }
+
+    #[test]
+    fn the_retained_range_is_named_where_the_bounds_cut_a_page() {
+        // (first retained, total, first line asked for, page empty) -> note
+        let cases = [
+            ((1, 100, 1, false), ""),
+            ((1, 100, 500, true), ""),
+            ((60, 100, 70, false), ""),
+            ((60, 100, 20, false), "; retained 60-100"),
+            ((60, 100, 1, true), "; retained 60-100"),
+            ((60, 100, 500, true), "; retained 60-100"),
+            ((101, 100, 1, true), "; none retained"),
+        ];
+        for ((first, total, asked, empty), want) in cases {
+            assert_eq!(
+                retained_note(first, total, asked, empty),
+                want,
+                "first={first} total={total} asked={asked} empty={empty}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_page_before_retained_history_says_where_it_starts() {
+        let mut t = Terminal::new(80, 5, 100, 1 << 20);
+        let output: String = (1..=300).map(|n| format!("{n}\r\n")).collect();
+        t.feed(output.as_bytes());
+        let first = t.first_line();
+        assert!(first > 1, "the 100-line bound dropped lines");
+        let total = t.total_lines();
+        let none = read(&t, query(0, 1, Some(2)));
+        assert_eq!(none.text, "");
+        assert!(
+            none.rendered.ends_with(&format!(
+                "[lines: none of {total}; retained {first}-{total}]"
+            )),
+            "{}",
+            none.rendered
+        );
+        let cut = read(&t, query(0, 10, Some(first - 5)));
+        assert_eq!(cut.line_begin, first);
+        assert!(
+            cut.rendered.ends_with(&format!(
+                "[lines: {first}-{} of {total}; retained {first}-{total}]",
+                first + 4
+            )),
+            "{}",
+            cut.rendered
+        );
+        let inside = read(&t, query(0, 10, None));
+        assert!(
+            inside
+                .rendered
+                .ends_with(&format!("[lines: {}-{total} of {total}]", total - 9)),
+            "{}",
+            inside.rendered
         );
     }
 
