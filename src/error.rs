@@ -1,5 +1,8 @@
 //! The library's one error type. Each variant corresponds to a row of the contract's error table;
-//! `service.rs` is the only place that turns it into a gRPC status.
+//! `service.rs` is the only place that turns it into a gRPC status. `advice`: what a refusal
+//! tells the caller to do, in each front-end's words.
+
+pub(crate) mod advice;
 
 /// Everything that can go wrong while serving a request or running the daemon.
 #[derive(Debug, thiserror::Error)]

@@ -162,11 +162,9 @@ fn seconds(ms: u32) -> String {
 
 /// A daemon error as one line for the editor.
 pub(crate) fn error_line(status: &tonic::Status) -> String {
-    let message = status
-        .message()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    // What to do, in the slash commands a person can type here.
+    let message = crate::error::advice::in_words(status.message(), &crate::error::advice::ACP);
+    let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
     if message.is_empty() {
         format!("error: {}", status.code().description())
     } else {
@@ -178,6 +176,19 @@ pub(crate) fn error_line(status: &tonic::Status) -> String {
 mod tests {
     use super::*;
     use agent_client_protocol::v1::schema::TextContent;
+
+    #[test]
+    fn refusals_name_slash_commands() {
+        let busy = tonic::Status::failed_precondition(format!(
+            "terminal session t1 is busy with background job j1; {}",
+            crate::error::advice::JOB
+        ));
+        assert_eq!(
+            error_line(&busy),
+            "error: terminal session t1 is busy with background job j1; see its output with /job \
+             or stop it with /kill"
+        );
+    }
 
     #[test]
     fn prompt_input_joins_text_blocks_and_drops_trailing_newlines() {

@@ -162,7 +162,8 @@ impl ActiveSend {
     pub(super) fn busy_error(&self, session: &str) -> Error {
         match self.job_id() {
             Some(id) => Error::FailedPrecondition(format!(
-                "terminal session {session} is busy with background job {id}; wait for it with JobOutput or stop it with JobKill"
+                "terminal session {session} is busy with background job {id}; {}",
+                crate::error::advice::JOB
             )),
             None => Error::FailedPrecondition(format!(
                 "terminal session {session} is busy with another send; wait for it to return"

@@ -598,12 +598,11 @@ pub(super) fn typeahead_refusal(
         (None, Some(p)) => format!("a command (foreground program {p})"),
         (None, None) => "a command".to_owned(),
     };
+    use crate::error::advice::{INTERRUPT, TYPEAHEAD, WAIT};
     crate::error::Error::FailedPrecondition(format!(
         "terminal session {session} is still running {running} and nothing reads the \
          terminal: this text would only be typed ahead, for whichever program reads next. \
-         Wait for the command with an empty send (text \"\", submit false), interrupt it with \
-         keys [\"C-c\"] or Signal, or set typeahead to have the text written once the shell \
-         is back at its prompt"
+         {WAIT}, {INTERRUPT}{TYPEAHEAD}"
     ))
 }
 
@@ -1221,6 +1220,38 @@ mod tests {
             assert!(message.contains(want), "{message}");
             assert!(message.contains("terminal session t1"), "{message}");
             assert!(message.contains("typeahead"), "{message}");
+        }
+    }
+
+    #[test]
+    fn the_typeahead_refusal_reads_in_each_front_ends_words() {
+        use crate::error::advice::{ACP, CLI, MCP, in_words};
+        let message = typeahead_refusal("t1", Some("sleep 100"), None).to_string();
+        // (front-end, what it must say, what it must not)
+        let cases = [
+            (
+                &MCP,
+                [
+                    "an empty terminal_send",
+                    "terminal_signal",
+                    "typeahead: true",
+                ],
+                "Signal",
+            ),
+            (&ACP, ["/read", "/signal INT", "sleep 100"], "typeahead"),
+            (
+                &CLI,
+                ["--no-submit", "ptyd signal", "--typeahead"],
+                "Signal",
+            ),
+        ];
+        for (words, says, not) in cases {
+            let text = in_words(&message, words);
+            for said in says {
+                assert!(text.contains(said), "{said:?} in {text:?}");
+            }
+            assert!(!text.contains(not), "{not:?} left in {text:?}");
+            assert!(!text.contains("submit false"), "{text}");
         }
     }
 

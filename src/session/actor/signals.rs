@@ -70,8 +70,9 @@ impl Actor {
             })?;
         if signal == Signal::SIGKILL && group == self.pty.pid() as i32 {
             return Err(Error::FailedPrecondition(format!(
-                "SIGKILL would kill the shell of terminal session {}; use Close to end the session",
-                self.spec.id
+                "SIGKILL would kill the shell of terminal session {}; {}",
+                self.spec.id,
+                crate::error::advice::CLOSE
             )));
         }
         killpg(Pid::from_raw(group), signal).map_err(|e| {
