@@ -133,9 +133,14 @@ pub enum Verb {
         /// Named key sent after the text (repeatable): Enter, Tab, Escape, Up, C-c, F1, ...
         #[arg(long = "key")]
         keys: Vec<String>,
-        /// Run as a background job and print its id
+        /// Run as a background job: print its id and its first output (see
+        /// --background-wait-ms)
         #[arg(long)]
         background: bool,
+        /// With --background: wait up to this long for the job's first complete line or its end
+        /// (0..=10000) [default: 1000]
+        #[arg(long, requires = "background")]
+        background_wait_ms: Option<u32>,
         /// While a command still runs, write the text once the shell is back at its prompt
         /// instead of refusing it
         #[arg(long)]
@@ -235,12 +240,47 @@ pub enum Verb {
     },
 }
 
+/// The command line's definition: `Cli`'s, except that `ptyd mcp` and `ptyd acp`, which name
+/// their agent with `--agent-id` and print no JSON, neither list the client verbs' `--agent` and
+/// `--json` in their help nor take them.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command()
+        .mut_subcommand("mcp", without_client_options)
+        .mut_subcommand("acp", without_client_options)
+}
+
+/// Parses the process's arguments (exits with clap's message on a bad one).
+pub fn parse() -> Cli {
+    use clap::FromArgMatches;
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// Shadows the global `--agent` and `--json` in a front-end's subcommand with hidden options
+/// that refuse any use, saying what to use instead (a global option is not copied into a
+/// subcommand that has one of its name).
+fn without_client_options(command: clap::Command) -> clap::Command {
+    let refused = |name: &'static str, instead: &'static str| {
+        clap::Arg::new(name)
+            .long(name)
+            .hide(true)
+            .num_args(0..=1)
+            .default_missing_value("")
+            .value_parser(move |_: &str| -> Result<String, String> {
+                Err(format!("this command does not take --{name}{instead}"))
+            })
+    };
+    command
+        .arg(refused("agent", "; name the agent with --agent-id"))
+        .arg(refused("json", ""))
+}
+
 /// The completion script for `shell` (generated into memory: clap_complete panics when its
 /// writer fails, and stdout may be a closed pipe).
 pub fn completion_script(shell: clap_complete::Shell) -> Vec<u8> {
-    use clap::CommandFactory;
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "ptyd", &mut script);
+    clap_complete::generate(shell, &mut command(), "ptyd", &mut script);
     script
 }
 
@@ -308,6 +348,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
             timeout_ms,
             idle_ms,
             max_result_bytes,
+            background_wait_ms,
         } => {
             let r = c
                 .send(pb::SendRequest {
@@ -322,6 +363,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                     timeout_ms,
                     idle_ms,
                     max_result_bytes,
+                    background_wait_ms,
                 })
                 .await?
                 .into_inner();
@@ -465,8 +507,9 @@ impl From<String> for CliError {
 
 impl From<tonic::Status> for CliError {
     fn from(s: tonic::Status) -> CliError {
-        // One line even if a message carries a newline.
-        let message = s.message().replace('\n', " ");
+        // One line even if a message carries a newline; what to do in this CLI's verbs.
+        let message = crate::error::advice::in_words(s.message(), &crate::error::advice::CLI)
+            .replace('\n', " ");
         CliError(format!("{}: {message}", code_name(s.code())))
     }
 }
@@ -481,4 +524,53 @@ fn code_name(code: tonic::Code) -> String {
         out.push(c.to_ascii_uppercase());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_name_the_cli_verbs() {
+        let busy = tonic::Status::failed_precondition(format!(
+            "terminal session t1 is busy with background job j1; {}",
+            crate::error::advice::JOB
+        ));
+        assert_eq!(
+            CliError::from(busy).0,
+            "FAILED_PRECONDITION: terminal session t1 is busy with background job j1; wait for it \
+             with `ptyd job-output JOB` or stop it with `ptyd job-kill JOB`"
+        );
+    }
+
+    #[test]
+    fn front_ends_do_not_take_the_client_verbs_options() {
+        let refused = |args: &[&str]| {
+            command()
+                .try_get_matches_from(args)
+                .expect_err("refused")
+                .to_string()
+        };
+        let agent = refused(&["ptyd", "mcp", "--agent", "x"]);
+        assert!(agent.contains("--agent-id"), "{agent}");
+        refused(&["ptyd", "acp", "--json"]);
+        let mut built = command();
+        built.build();
+        let help = built
+            .find_subcommand_mut("mcp")
+            .expect("mcp")
+            .render_long_help()
+            .to_string();
+        assert!(
+            help.contains("--agent-id") && help.contains("--socket"),
+            "{help}"
+        );
+        assert!(
+            !help.contains("--agent ") && !help.contains("--json"),
+            "{help}"
+        );
+        command()
+            .try_get_matches_from(["ptyd", "--agent", "me", "list", "--json"])
+            .expect("client verbs keep them");
+    }
 }

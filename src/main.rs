@@ -1,11 +1,10 @@
 //! The `ptyd` binary: parses the command line, sets up logging, and calls into the library.
 
-use clap::Parser;
-use ptyd::cli::{Cli, Verb};
+use ptyd::cli::Verb;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = ptyd::cli::parse();
     if let Verb::Completions { shell } = cli.command {
         use std::io::Write;
         let script = ptyd::cli::completion_script(shell);
@@ -74,7 +73,9 @@ fn main() -> ExitCode {
                 .global
                 .socket
                 .unwrap_or_else(ptyd::server::default_socket_path);
-            match runtime.block_on(ptyd::acp::run(&socket, options)) {
+            let result = runtime.block_on(ptyd::acp::run(&socket, options));
+            exit_without_waiting_for_stdin(runtime);
+            match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -88,7 +89,9 @@ fn main() -> ExitCode {
                 .global
                 .socket
                 .unwrap_or_else(ptyd::server::default_socket_path);
-            match runtime.block_on(ptyd::mcp::run(&socket, options)) {
+            let result = runtime.block_on(ptyd::mcp::run(&socket, options));
+            exit_without_waiting_for_stdin(runtime);
+            match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -104,6 +107,14 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// Drops a front-end's runtime without waiting for its blocking threads. Its work is done (the
+/// sessions closed, the in-process daemon stopped), but a blocking read of stdin may still wait
+/// for a client that keeps stdin open after it signalled the server to stop, as every SDK client
+/// does; dropping the runtime normally would wait for that read, and the client would SIGKILL us.
+fn exit_without_waiting_for_stdin(runtime: tokio::runtime::Runtime) {
+    runtime.shutdown_background();
 }
 
 /// Logs to stderr, filtered by RUST_LOG (default `info`); no colours when stderr is not a
