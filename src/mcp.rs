@@ -1,10 +1,13 @@
 //! The MCP server (`ptyd mcp`): persistent terminals as model-facing tools, on the official Rust
 //! SDK (`rmcp`), over stdio or streamable HTTP. A client of the daemon like `ptyd acp`: every
-//! tool is one RPC, and the daemon's `rendered` text is what the model reads (`mcp.md`).
+//! tool is one RPC (a send to the default terminal two), and the daemon's `rendered` text is
+//! what the model reads.
 //!
 //! - `server`: the MCP handler (initialize, tools/list, tools/call, cancellation).
+//! - `sessions`: the terminals one MCP session opened and used, and its default terminal.
 //! - `tools`: instructions, descriptions, annotations and schemas; `params`: the typed
 //!   arguments and their checks; `results`: the typed results.
+//! - `stdio`: the stdio transport (pipes or the socket pairs Node clients give).
 //! - `progress`: progress notifications while a call waits.
 //! - `daemon`: the link to the daemon, reconnecting after it went away.
 //! - `http`: streamable HTTP behind the bearer-token and `Origin` guard.
@@ -15,6 +18,8 @@ mod params;
 mod progress;
 mod results;
 mod server;
+mod sessions;
+mod stdio;
 mod tools;
 
 use rmcp::ServiceExt;
@@ -43,6 +48,10 @@ pub struct McpOptions {
     /// Offer no background sends: no run_in_background, no job_output or job_kill
     #[arg(long)]
     pub no_background: bool,
+    /// Give results `structuredContent` and tools an `outputSchema` (for hosts that read
+    /// results in code; most clients then show the model only the JSON, so the default is text)
+    #[arg(long)]
+    pub structured: bool,
     /// Serve streamable HTTP on this address (at /mcp) instead of stdio, such as
     /// 127.0.0.1:8765 (needs --token-file)
     #[arg(long, value_name = "ADDR", requires = "token_file")]
@@ -83,8 +92,14 @@ pub async fn run(socket: &Path, options: McpOptions) -> Result<(), String> {
         .clone()
         .types(crate::pb::TypesRequest {})
         .await
-        .map(|r| r.into_inner().types.into_iter().map(|t| t.name).collect())
-        .unwrap_or_else(|_| Vec::new());
+        .map(|r| r.into_inner().types)
+        .unwrap_or_default();
+    let names: Vec<String> = types.iter().map(|t| t.name.clone()).collect();
+    let shell_types = types
+        .iter()
+        .filter(|t| t.integration != "none" && !t.integration.is_empty())
+        .map(|t| t.name.clone())
+        .collect();
     let background = !options.no_background && connection.allow_background;
     let shared = Arc::new(Shared {
         link: daemon::Link::new(connection.socket.clone(), connection.client.clone()),
@@ -92,7 +107,10 @@ pub async fn run(socket: &Path, options: McpOptions) -> Result<(), String> {
         per_request_agent: options.listen.is_some(),
         max_result_bytes: options.max_result_bytes,
         background,
-        tools: tools::list(&types, background),
+        structured: options.structured,
+        shell_types,
+        tools: tools::list(&names, background, options.structured),
+        every: Default::default(),
     });
     let keep = options.keep_sessions && !connection.is_in_process();
     let served = match (options.listen, tokens) {
@@ -120,9 +138,7 @@ async fn serve_stdio(shared: Arc<Shared>, keep: bool) -> Result<(), String> {
     let served = async {
         let running = terminals
             .clone()
-            // Non-blocking pipes (when the client gave us pipes, as MCP clients do): no hand-off
-            // to a blocking thread per message, which the send latency would pay for.
-            .serve(rmcp::transport::stdio_pipes())
+            .serve(stdio::transport())
             .await
             .map_err(|e| format!("MCP initialization: {e}"))?;
         running

@@ -25,6 +25,8 @@ const EVENT_WAIT: Duration = Duration::from_secs(60);
 const IN_PROCESS_NOTE: &str = "running one inside this process";
 /// JSON-RPC invalid params.
 const INVALID_PARAMS: i64 = -32602;
+/// The server option that gives results `structuredContent` (and tools an `outputSchema`).
+const STRUCTURED: &[&str] = &["--structured"];
 
 fn bridge_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
@@ -225,30 +227,34 @@ impl Bridge {
 
     /// A tools/call that the daemon refused: its one text block.
     async fn call_refused(&mut self, name: &str, arguments: Value) -> String {
+        text(&self.call_refused_result(name, arguments).await)
+    }
+
+    /// A tools/call that the daemon refused: the whole result.
+    async fn call_refused_result(&mut self, name: &str, arguments: Value) -> Value {
         let result = self
             .try_call(name, arguments.clone())
             .await
             .unwrap_or_else(|e| panic!("{name} {arguments}: protocol error {e}"));
         assert_eq!(result["isError"], true, "{name} {arguments}: {result}");
-        text(&result)
+        result
     }
 
-    /// A tools/call refused as invalid params: its message.
-    async fn call_invalid(&mut self, name: &str, arguments: Value) -> String {
-        let error = self
-            .try_call(name, arguments.clone())
-            .await
-            .expect_err(&format!("{name} {arguments} is invalid params"));
-        assert_eq!(error["code"], INVALID_PARAMS, "{name} {arguments}: {error}");
-        error["message"].as_str().unwrap_or_default().to_owned()
+    /// A tools/call whose arguments do not fit: a tool execution error (SEP-1303) whose text
+    /// names the argument.
+    async fn call_bad_argument(&mut self, name: &str, arguments: Value) -> String {
+        let refused = self.call_refused(name, arguments.clone()).await;
+        assert!(
+            refused.starts_with("error: invalid argument"),
+            "{name} {arguments}: {refused}"
+        );
+        refused
     }
 
+    /// Opens a session; its id, read from the text result.
     async fn open(&mut self) -> String {
         let result = self.call("terminal_open", json!({})).await;
-        result["structuredContent"]["session_id"]
-            .as_str()
-            .expect("session_id")
-            .to_owned()
+        session_named(&text(&result))
     }
 
     async fn send(&mut self, session: &str, text: &str) -> Value {
@@ -285,11 +291,20 @@ fn structured(result: &Value) -> &Value {
     &result["structuredContent"]
 }
 
+/// The session id of "started terminal session t1 ...".
+fn session_named(text: &str) -> String {
+    text.split_whitespace()
+        .skip_while(|w| *w != "session")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no session named in {text:?}"))
+        .to_owned()
+}
+
 #[tokio::test]
 async fn initialize_reports_the_server_and_lists_eight_tools_with_schemas() {
     timed(async {
         let (_dir, socket) = nowhere();
-        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
         let info = mcp.info().await;
         assert_eq!(info["server"]["name"], "ptyd");
         assert_eq!(info["server"]["version"], env!("CARGO_PKG_VERSION"));
@@ -320,7 +335,10 @@ async fn initialize_reports_the_server_and_lists_eight_tools_with_schemas() {
         assert_eq!(list["annotations"]["readOnlyHint"], true);
         let send = tools.iter().find(|t| t["name"] == "terminal_send").unwrap();
         assert_eq!(send["annotations"]["destructiveHint"], true);
-        assert_eq!(send["inputSchema"]["required"], json!(["session_id"]));
+        assert!(
+            send["inputSchema"].get("required").is_none(),
+            "session_id is optional (the default terminal): {send}"
+        );
         let stderr: Vec<&Value> = mcp.log.iter().filter(|e| e["event"] == "stderr").collect();
         assert!(
             stderr
@@ -336,7 +354,7 @@ async fn initialize_reports_the_server_and_lists_eight_tools_with_schemas() {
 async fn echo_hi_reads_like_the_contract() {
     timed(async {
         let (_dir, socket) = nowhere();
-        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
         let session = mcp.open().await;
         let result = mcp.send(&session, "echo hi").await;
         assert_eq!(
@@ -372,7 +390,7 @@ async fn echo_hi_reads_like_the_contract() {
 async fn wait_reasons_match_grpc() {
     timed(async {
         let (_dir, socket) = nowhere();
-        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
         let session = mcp.open().await;
         let read = mcp.send(&session, "read x").await;
         assert_eq!(structured(&read)["wait_reason"], "stdin_read", "{read}");
@@ -411,7 +429,7 @@ async fn wait_reasons_match_grpc() {
 async fn text_for_a_running_command_is_refused_unless_sent_as_typeahead() {
     timed(async {
         let (_dir, socket) = nowhere();
-        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
         let session = mcp.open().await;
         let running = "echo one; sleep 3; echo two";
         let first = mcp
@@ -453,7 +471,7 @@ async fn text_for_a_running_command_is_refused_unless_sent_as_typeahead() {
 async fn long_waits_report_progress_only_with_a_token() {
     timed(async {
         let (_dir, socket) = nowhere();
-        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
         let session = mcp.open().await;
         // A 3 s client timeout that restarts on progress: the 8 s command completes.
         let id = mcp
@@ -506,7 +524,7 @@ async fn long_waits_report_progress_only_with_a_token() {
 async fn an_aborted_call_releases_the_session_at_once() {
     timed(async {
         let (_dir, socket) = nowhere();
-        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
         let session = mcp.open().await;
         let id = mcp
             .start_call(
@@ -560,12 +578,12 @@ async fn is_busy(mcp: &mut Bridge, session: &str) -> bool {
 }
 
 #[tokio::test]
-async fn refusals_are_error_results_and_bad_arguments_invalid_params() {
+async fn refusals_and_bad_arguments_are_error_results_the_model_reads() {
     timed(async {
         let daemon = support::start_daemon().await;
         let mut grpc = daemon.client();
         let foreign = support::open(&mut grpc, "someone-else").await;
-        let mut mcp = Bridge::stdio(&[], &daemon.socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &daemon.socket).await;
 
         let unknown = mcp
             .call_refused("terminal_send", json!({"session_id": "t999", "text": "ls"}))
@@ -617,7 +635,11 @@ async fn refusals_are_error_results_and_bad_arguments_invalid_params() {
                 json!({"session_id": session, "lines": 5}),
                 "lines",
             ),
-            ("terminal_send", json!({"text": "ls"}), "session_id"),
+            (
+                "terminal_send",
+                json!({"session_id": "", "text": "ls"}),
+                "session_id",
+            ),
             (
                 "terminal_send",
                 json!({"session_id": session, "keys": ["Hyper"]}),
@@ -630,12 +652,18 @@ async fn refusals_are_error_results_and_bad_arguments_invalid_params() {
             ),
         ];
         for (tool, arguments, field) in cases {
-            let message = mcp.call_invalid(tool, arguments.clone()).await;
+            let message = mcp.call_bad_argument(tool, arguments.clone()).await;
             assert!(
-                message.contains(field),
+                message.contains(&format!("`{field}")),
                 "{tool} {arguments}: {message:?} names {field}"
             );
         }
+        // A tool that does not exist is no tool call at all: the one JSON-RPC error left.
+        let error = mcp
+            .try_call("terminal_teleport", json!({}))
+            .await
+            .expect_err("no such tool");
+        assert_eq!(error["code"], INVALID_PARAMS, "{error}");
         // Still serving.
         let killed = mcp.call("job_kill", json!({"job_id": job_id})).await;
         assert_eq!(structured(&killed)["status"], "killed");
@@ -649,7 +677,7 @@ async fn refusals_are_error_results_and_bad_arguments_invalid_params() {
 async fn background_jobs_never_repeat_output() {
     timed(async {
         let (_dir, socket) = nowhere();
-        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
         let session = mcp.open().await;
         let job = mcp
             .call(
@@ -665,8 +693,17 @@ async fn background_jobs_never_repeat_output() {
             .as_str()
             .expect("job_id")
             .to_owned();
-        assert_eq!(text(&job), format!("started background job {job_id}"));
-        let mut output = String::new();
+        assert!(
+            text(&job).starts_with(&format!("started background job {job_id}\n")),
+            "{job}"
+        );
+        // The send returned with the job's first line, consumed as job_output consumes it.
+        let mut output = structured(&job)["output"]
+            .as_str()
+            .expect("output")
+            .to_owned();
+        assert!(output.starts_with("line1"), "{job}");
+        output.push('\n');
         let deadline = Instant::now() + EVENT_WAIT;
         let last = loop {
             let polled = mcp
@@ -707,7 +744,7 @@ async fn background_jobs_never_repeat_output() {
 async fn every_result_fits_the_cap() {
     timed(async {
         let (_dir, socket) = nowhere();
-        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
         let session = mcp.open().await;
         let flood = mcp
             .call(
@@ -747,8 +784,16 @@ async fn every_result_fits_the_cap() {
 async fn a_smaller_cap_and_no_background() {
     timed(async {
         let (_dir, socket) = nowhere();
-        let mut mcp =
-            Bridge::stdio(&["--max-result-bytes", "300", "--no-background"], &socket).await;
+        let mut mcp = Bridge::stdio(
+            &[
+                "--structured",
+                "--max-result-bytes",
+                "300",
+                "--no-background",
+            ],
+            &socket,
+        )
+        .await;
         let tools = mcp.list().await;
         let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert!(
@@ -763,7 +808,7 @@ async fn a_smaller_cap_and_no_background() {
         );
         let session = mcp.open().await;
         let message = mcp
-            .call_invalid(
+            .call_bad_argument(
                 "terminal_send",
                 json!({"session_id": session, "text": "ls", "run_in_background": true}),
             )
@@ -797,7 +842,7 @@ async fn the_daemon_can_switch_background_sends_off() {
             tonic::Code::FailedPrecondition,
             "a background send with allow_background = false",
         );
-        let mut mcp = Bridge::stdio(&[], &daemon.socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &daemon.socket).await;
         let mine = mcp.open().await;
         let refused = mcp
             .call_refused(
@@ -818,8 +863,12 @@ async fn the_daemon_can_switch_background_sends_off() {
         )
         .unwrap();
         let (_dir, socket) = nowhere();
-        let mut own =
-            Bridge::stdio_env(&[], &socket, &[("XDG_CONFIG_HOME", config_home.path())]).await;
+        let mut own = Bridge::stdio_env(
+            STRUCTURED,
+            &socket,
+            &[("XDG_CONFIG_HOME", config_home.path())],
+        )
+        .await;
         let tools = own.list().await;
         let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert!(!names.contains(&"job_output"), "{names:?}");
@@ -837,7 +886,7 @@ async fn the_daemon_can_switch_background_sends_off() {
 async fn closing_stdin_leaves_no_process() {
     timed(async {
         let (_dir, socket) = nowhere();
-        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
         let opened = mcp.call("terminal_open", json!({})).await;
         let session = structured(&opened)["session_id"]
             .as_str()
@@ -887,7 +936,13 @@ impl HttpServer {
         std::fs::write(&token_file, tokens).unwrap();
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_ptyd"))
-            .args(["mcp", "--listen", "127.0.0.1:0", "--token-file"])
+            .args([
+                "mcp",
+                "--structured",
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+            ])
             .arg(&token_file)
             .env("PTYD_SOCKET", &socket)
             .env("HOME", support::clean_home())
@@ -1042,7 +1097,7 @@ async fn a_call_after_the_daemon_went_away_reconnects() {
             (stop, task)
         };
         let (stop, task) = serve(socket.clone());
-        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
         let before = mcp.call("terminal_list", json!({})).await;
         assert_eq!(structured(&before)["sessions"], json!([]));
         stop.send(()).unwrap();
@@ -1058,6 +1113,331 @@ async fn a_call_after_the_daemon_went_away_reconnects() {
         task.await
             .unwrap()
             .expect("the second daemon stopped cleanly");
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the model receives (text by default), the default terminal, signals, protocol revisions
+
+#[tokio::test]
+async fn by_default_results_are_one_text_block_and_tools_have_no_output_schema() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let tools = mcp.list().await;
+        let listed = serde_json::to_string(&json!({ "tools": tools })).unwrap();
+        assert!(
+            listed.len() < 10 * 1024,
+            "tools/list is {} bytes",
+            listed.len()
+        );
+        for tool in &tools {
+            assert!(tool.get("outputSchema").is_none(), "{tool}");
+        }
+        let session = mcp.open().await;
+        let results = [
+            mcp.send(&session, "echo hi; false").await,
+            mcp.call("terminal_read", json!({"session_id": session}))
+                .await,
+            mcp.call("terminal_list", json!({})).await,
+            mcp.call_refused_result("terminal_send", json!({"session_id": "t99"}))
+                .await,
+        ];
+        for result in &results {
+            assert!(result.get("structuredContent").is_none(), "{result}");
+            text(result);
+        }
+        assert_eq!(
+            text(&results[0]),
+            "hi\n[wait: prompt]\n[exit code: 1]\n[session: running]"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn structured_results_carry_the_rendered_text() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
+        for tool in mcp.list().await {
+            assert_eq!(tool["outputSchema"]["type"], "object", "{tool}");
+        }
+        let session = mcp.open().await;
+        // The SDK validates each structuredContent against the tool's outputSchema.
+        let results = [
+            mcp.send(&session, "echo hi").await,
+            mcp.call("terminal_read", json!({"session_id": session}))
+                .await,
+            mcp.call("terminal_list", json!({})).await,
+        ];
+        for result in &results {
+            assert_eq!(structured(result)["rendered"], text(result), "{result}");
+        }
+        assert_eq!(structured(&results[0])["session_id"], session.as_str());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_send_without_a_session_runs_in_the_default_terminal() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let first = text(
+            &mcp.call(
+                "terminal_send",
+                json!({"text": "cd /tmp && export FOO=kept"}),
+            )
+            .await,
+        );
+        let lines: Vec<&str> = first.lines().collect();
+        assert!(
+            lines[0].starts_with("started terminal session ")
+                && lines[0].ends_with(" as your default terminal"),
+            "{first}"
+        );
+        let default = session_named(lines[0]);
+        assert_eq!(
+            lines.last().copied(),
+            Some(format!("[session {default}: running]").as_str())
+        );
+        let again = text(
+            &mcp.call("terminal_send", json!({"text": "echo $FOO; pwd"}))
+                .await,
+        );
+        assert_eq!(
+            again,
+            format!("kept\n/tmp\n[wait: prompt]\n[exit code: 0]\n[session {default}: running]"),
+            "the same terminal: its cwd and env stayed, and nothing was opened"
+        );
+
+        // A command still running there: the next default send gets a terminal of its own.
+        let sleeping = text(
+            &mcp.call("terminal_send", json!({"text": "sleep 30", "idle_ms": 200}))
+                .await,
+        );
+        assert!(sleeping.contains("[wait: inferred_idle]"), "{sleeping}");
+        let other = text(
+            &mcp.call("terminal_send", json!({"text": "echo other"}))
+                .await,
+        );
+        assert!(other.starts_with("started terminal session "), "{other}");
+        let second = session_named(&other);
+        assert_ne!(second, default);
+        assert!(
+            other.ends_with(&format!("[session {second}: running]")),
+            "{other}"
+        );
+
+        // A background send always gets a session of its own, and shows its first line.
+        let server = text(
+            &mcp.call(
+                "terminal_send",
+                json!({"text": "python3 -u -m http.server 0 --bind 127.0.0.1",
+                       "run_in_background": true}),
+            )
+            .await,
+        );
+        let lines: Vec<&str> = server.lines().collect();
+        assert!(lines[0].ends_with(" for this background job"), "{server}");
+        let job_session = session_named(lines[0]);
+        assert!(![&default, &second].contains(&&job_session), "{server}");
+        assert!(lines[1].starts_with("started background job j"), "{server}");
+        assert!(
+            server.contains("Serving HTTP on 127.0.0.1 port "),
+            "the server's first line came back in the same call: {server}"
+        );
+        let job = lines[1].rsplit(' ').next().unwrap().to_owned();
+        mcp.call("job_kill", json!({"job_id": job})).await;
+        // An idle terminal used before takes the next default send; the sleeping one does not.
+        let back = text(
+            &mcp.call("terminal_send", json!({"text": "echo back"}))
+                .await,
+        );
+        assert!(!back.starts_with("started terminal session"), "{back}");
+        assert!(
+            !back.ends_with(&format!("[session {default}: running]")),
+            "{back}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn refusals_say_what_to_do_in_tool_names() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let session = mcp.open().await;
+        mcp.call(
+            "terminal_send",
+            json!({"session_id": session, "text": "sleep 30", "idle_ms": 200}),
+        )
+        .await;
+        let typed = mcp
+            .call_refused(
+                "terminal_send",
+                json!({"session_id": session, "text": "echo typed"}),
+            )
+            .await;
+        for words in [
+            "an empty terminal_send",
+            "terminal_signal",
+            "typeahead: true",
+        ] {
+            assert!(typed.contains(words), "{words:?} in {typed}");
+        }
+        assert!(
+            !typed.contains("Signal") && !typed.contains("submit false"),
+            "{typed}"
+        );
+        mcp.call(
+            "terminal_signal",
+            json!({"session_id": session, "signal": "INT"}),
+        )
+        .await;
+        mcp.call("terminal_send", json!({"session_id": session}))
+            .await;
+        let job = text(
+            &mcp.call(
+                "terminal_send",
+                json!({"session_id": session, "text": "sleep 30", "run_in_background": true,}),
+            )
+            .await,
+        );
+        assert!(job.starts_with("started background job "), "{job}");
+        let busy = mcp
+            .call_refused(
+                "terminal_send",
+                json!({"session_id": session, "text": "ls"}),
+            )
+            .await;
+        assert!(
+            busy.ends_with("wait for it with job_output or stop it with job_kill"),
+            "{busy}"
+        );
+    })
+    .await;
+}
+
+/// `ptyd mcp`, started by the SDK client (which keeps its stdin open), gets `signal`: it closes
+/// the sessions it opened and exits.
+async fn a_signal_ends_the_server(signal: nix::sys::signal::Signal) {
+    let (_dir, socket) = nowhere();
+    let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
+    let opened = mcp.call("terminal_open", json!({})).await;
+    let shell = structured(&opened)["pid"].as_u64().unwrap() as u32;
+    let server = mcp.server_pid.expect("the server's pid");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(server as i32), signal).unwrap();
+    wait_until(
+        Duration::from_secs(10),
+        &format!("the server exits on {signal} while its stdin is open"),
+        || {
+            let gone = ![server, shell].into_iter().any(process_is_running);
+            async move { gone }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn sigterm_ends_the_server_with_stdin_open() {
+    timed(a_signal_ends_the_server(nix::sys::signal::Signal::SIGTERM)).await;
+}
+
+#[tokio::test]
+async fn sigint_ends_the_server_with_stdin_open() {
+    timed(a_signal_ends_the_server(nix::sys::signal::Signal::SIGINT)).await;
+}
+
+#[tokio::test]
+async fn sighup_ends_the_server_with_stdin_open() {
+    timed(a_signal_ends_the_server(nix::sys::signal::Signal::SIGHUP)).await;
+}
+
+#[tokio::test]
+async fn sigterm_ends_the_http_server() {
+    timed(async {
+        let mut server = HttpServer::start("token-dave dave\n").await;
+        let mut client = Bridge::http(&server.url, "token-dave").await;
+        let opened = client.call("terminal_open", json!({})).await;
+        let shell = structured(&opened)["pid"].as_u64().unwrap() as u32;
+        let pid = server.child.id().expect("the server runs");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let status = tokio::time::timeout(EVENT_WAIT, server.child.wait())
+            .await
+            .expect("the server exits")
+            .expect("its status");
+        assert!(status.success(), "{status}");
+        wait_until(Duration::from_secs(10), "its session is gone", || {
+            let running = process_is_running(shell);
+            async move { !running }
+        })
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn every_protocol_revision_is_answered_by_a_client_that_speaks_it() {
+    timed(async {
+        for revision in ["2025-06-18", "2025-11-25"] {
+            let (_dir, socket) = nowhere();
+            let offered = Path::new(revision);
+            let mut mcp =
+                Bridge::stdio_env(&[], &socket, &[("MCP_PROTOCOL_VERSION", offered)]).await;
+            let answered = mcp
+                .wire()
+                .find_map(|m| m["result"]["protocolVersion"].as_str().map(str::to_owned))
+                .expect("the initialize answer");
+            assert_eq!(answered, revision);
+            let hi = mcp.call("terminal_send", json!({"text": "echo hi"})).await;
+            assert!(text(&hi).starts_with("started terminal session"), "{hi}");
+            mcp.close_client().await;
+        }
+        // 2026-07-28 (server/discover, stateless): the PyPI SDK `mcp` 2.x (.ci/run installs it).
+        let (dir, socket) = nowhere();
+        let output = Command::new("python3")
+            .arg(bridge_dir().join("modern_client.py"))
+            .arg(env!("CARGO_BIN_EXE_ptyd"))
+            .arg("--socket")
+            .arg(&socket)
+            .env("HOME", support::clean_home())
+            .current_dir(dir.path())
+            .stderr(Stdio::inherit())
+            .output()
+            .await
+            .expect("python3 runs the modern client");
+        assert!(
+            output.status.success(),
+            "the PyPI MCP client (pip install 'mcp==2.3.0') failed: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+        assert_eq!(report["protocol_version"], "2026-07-28", "{report}");
+        assert_eq!(
+            report["tools"].as_array().map(Vec::len),
+            Some(8),
+            "{report}"
+        );
+        assert!(
+            report["first"]
+                .as_str()
+                .unwrap()
+                .contains("modern\n[wait: prompt]"),
+            "{report}"
+        );
+        assert!(
+            report["second"].as_str().unwrap().starts_with("/\n"),
+            "{report}"
+        );
+        assert!(report["structured"].is_null(), "{report}");
     })
     .await;
 }

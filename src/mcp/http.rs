@@ -19,6 +19,9 @@ use std::time::Duration;
 
 /// The path of the MCP endpoint.
 pub(crate) const PATH: &str = "/mcp";
+/// How long requests in flight may finish after a stop signal before the server stops anyway
+/// (well inside the 1 s in which a stopped server must be gone).
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(300);
 
 /// Who may call: bearer tokens and the agent id each maps to, and the allowed origins.
 #[derive(Debug, Clone, Default)]
@@ -195,8 +198,9 @@ pub(crate) async fn serve(
         config = config.disable_allowed_hosts();
     }
     let close_on_drop = !options.keep_sessions;
+    let for_sessions = shared.clone();
     let service = StreamableHttpService::new(
-        move || Ok(Terminals::new(shared.clone(), close_on_drop)),
+        move || Ok(Terminals::new(for_sessions.clone(), close_on_drop)),
         Arc::new(sessions),
         config,
     );
@@ -204,10 +208,27 @@ pub(crate) async fn serve(
         axum::middleware::from_fn_with_state(Arc::new(options.guard), guard),
     );
     eprintln!("ptyd mcp: serving MCP on http://{local}{PATH} (bearer token required)");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| format!("serving HTTP: {e}"))
+    let (signalled, stopping) = tokio::sync::oneshot::channel::<()>();
+    let serving = axum::serve(listener, router).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = signalled.send(());
+    });
+    // A graceful shutdown waits for every connection to end, and a client's event stream (GET)
+    // never does: past a short grace for the requests in flight, stop serving all the same.
+    let served = tokio::select! {
+        served = serving => served.map_err(|e| format!("serving HTTP: {e}")),
+        _ = async {
+            if stopping.await.is_ok() {
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        } => Ok(()),
+    };
+    if close_on_drop {
+        shared.close_every_opened().await;
+    }
+    served
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The tools' typed arguments: one struct per tool, whose JSON Schema (schemars) is the tool's
 //! `inputSchema`, and the parsing that turns a `tools/call`'s arguments into it. Anything that
-//! does not fit the schema (wrong type, unknown key name, out of range, an unknown name in `keys`
-//! or `signal`) is an invalid-params error whose message names the field. Pure.
+//! does not fit the schema (wrong type, an argument the tool does not have, out of range, an
+//! unknown name in `keys` or `signal`) is refused naming the field and what fits; the server
+//! answers it as a tool execution error the model can read (SEP-1303). Pure.
 
 use crate::validate;
 use rmcp::model::JsonObject;
@@ -10,20 +11,80 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 
-/// Why a tool's arguments were refused: the message names the field.
+/// Why a tool's arguments were refused: the field, when one is to blame, and what fits.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BadParams(pub(crate) String);
+pub(crate) struct BadParams {
+    /// The argument's name (`count`, `keys[1]`), or None for the arguments as a whole.
+    pub(crate) field: Option<String>,
+    /// What is wrong with it and what fits.
+    pub(crate) message: String,
+}
 
-/// Parses `arguments` into `T`, naming the offending field on failure, then checks what the
-/// schema bounds (ranges, names).
-pub(crate) fn parse<T: DeserializeOwned + Checked>(arguments: JsonObject) -> Result<T, BadParams> {
+impl BadParams {
+    fn field(field: &str, message: impl Into<String>) -> BadParams {
+        BadParams {
+            field: Some(field.to_owned()),
+            message: message.into(),
+        }
+    }
+
+    /// A check of `validate`, whose message names the field itself.
+    fn checked(field: &str, error: crate::error::Error) -> BadParams {
+        let message = error.to_string();
+        let name = field.split('[').next().unwrap_or(field);
+        let message = message
+            .strip_prefix(name)
+            .map(|rest| rest.trim_start_matches([':', ' ']).to_owned())
+            .unwrap_or(message);
+        BadParams::field(field, message)
+    }
+}
+
+impl std::fmt::Display for BadParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "invalid argument `{field}`: {}", self.message),
+            None => write!(f, "invalid arguments: {}", self.message),
+        }
+    }
+}
+
+/// Parses `arguments` of `tool` (whose input schema is `schema`) into `T`: an argument the
+/// schema does not name is refused with the names it does, a missing or mistyped one by name,
+/// then what the schema bounds (ranges, names) is checked.
+pub(crate) fn parse<T: DeserializeOwned + Checked>(
+    tool: &str,
+    schema: &JsonObject,
+    arguments: JsonObject,
+) -> Result<T, BadParams> {
+    let no_properties = JsonObject::new();
+    let properties = schema
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .unwrap_or(&no_properties);
+    if let Some(unknown) = arguments.keys().find(|k| !properties.contains_key(*k)) {
+        let known: Vec<&str> = properties.keys().map(String::as_str).collect();
+        let takes = if known.is_empty() {
+            "it takes no arguments".to_owned()
+        } else {
+            format!("it takes {}", known.join(", "))
+        };
+        return Err(BadParams::field(
+            unknown,
+            format!("{tool} has no such argument; {takes}"),
+        ));
+    }
     let value = serde_json::Value::Object(arguments);
     let parsed: T = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        if path.is_empty() || path == "." {
-            BadParams(e.inner().to_string())
-        } else {
-            BadParams(format!("{path}: {}", e.inner()))
+        let message = e.inner().to_string();
+        match message.strip_prefix("missing field `") {
+            Some(rest) => BadParams::field(rest.trim_end_matches('`'), "is required"),
+            None if path.is_empty() || path == "." => BadParams {
+                field: None,
+                message,
+            },
+            None => BadParams::field(&path, message),
         }
     })?;
     parsed.check()?;
@@ -43,16 +104,21 @@ fn range<T: PartialOrd + std::fmt::Display + Copy>(
     max: T,
 ) -> Result<(), BadParams> {
     match value {
-        Some(v) if v < min || v > max => Err(BadParams(format!(
-            "{field} must be between {min} and {max}, got {v}"
-        ))),
+        Some(v) if v < min => Err(BadParams::field(
+            field,
+            format!("{v} is below the minimum {min}"),
+        )),
+        Some(v) if v > max => Err(BadParams::field(
+            field,
+            format!("{v} is above the maximum {max}"),
+        )),
         _ => Ok(()),
     }
 }
 
 fn required_id(field: &str, id: &str) -> Result<(), BadParams> {
     if id.is_empty() {
-        return Err(BadParams(format!("{field} must not be empty")));
+        return Err(BadParams::field(field, "must not be empty"));
     }
     Ok(())
 }
@@ -82,7 +148,7 @@ impl Checked for OpenArgs {
         range("cols", self.cols, 20, 1000)?;
         range("rows", self.rows, 5, 1000)?;
         for (name, value) in self.env.iter().flatten() {
-            validate::env_var(name, value).map_err(|e| BadParams(e.to_string()))?;
+            validate::env_var(name, value).map_err(|e| BadParams::checked("env", e))?;
         }
         Ok(())
     }
@@ -92,8 +158,9 @@ impl Checked for OpenArgs {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SendArgs {
+    /// Omit to use your default terminal (opened on first use).
     #[schemars(length(min = 1))]
-    pub(crate) session_id: String,
+    pub(crate) session_id: Option<String>,
     /// Text to type (a command line, or an answer to a program's prompt).
     pub(crate) text: Option<String>,
     /// Press Enter after text. Default: true when text is not empty.
@@ -115,14 +182,22 @@ pub(crate) struct SendArgs {
 
 impl Checked for SendArgs {
     fn check(&self) -> Result<(), BadParams> {
-        required_id("session_id", &self.session_id)?;
+        if let Some(id) = &self.session_id {
+            required_id("session_id", id).map_err(|e| {
+                BadParams::field(
+                    "session_id",
+                    format!("{}; omit it to use your default terminal", e.message),
+                )
+            })?;
+        }
         range("timeout_ms", self.timeout_ms, 1, 600_000)?;
         range("idle_ms", self.idle_ms, 50, 600_000)?;
-        for key in self.keys.iter().flatten() {
-            validate::key_bytes(key).map_err(|e| BadParams(e.to_string()))?;
+        for (index, key) in self.keys.iter().flatten().enumerate() {
+            validate::key_bytes(key)
+                .map_err(|e| BadParams::checked(&format!("keys[{index}]"), e))?;
         }
         if let Some(text) = &self.text {
-            validate::text(text).map_err(|e| BadParams(e.to_string()))?;
+            validate::text(text).map_err(|e| BadParams::checked("text", e))?;
         }
         Ok(())
     }
@@ -188,7 +263,7 @@ pub(crate) struct SignalArgs {
 impl Checked for SignalArgs {
     fn check(&self) -> Result<(), BadParams> {
         required_id("session_id", &self.session_id)?;
-        validate::signal(&self.signal).map_err(|e| BadParams(e.to_string()))?;
+        validate::signal(&self.signal).map_err(|e| BadParams::checked("signal", e))?;
         Ok(())
     }
 }
@@ -259,60 +334,110 @@ mod tests {
         value.as_object().expect("an object").clone()
     }
 
+    fn schema<T: JsonSchema + 'static>() -> JsonObject {
+        rmcp::handler::server::tool::schema_for_input::<T>()
+            .expect("an object schema")
+            .as_ref()
+            .clone()
+    }
+
+    fn refuse<T: DeserializeOwned + Checked + JsonSchema + 'static>(
+        value: serde_json::Value,
+    ) -> String {
+        match parse::<T>("the_tool", &schema::<T>(), args(value.clone())) {
+            Ok(_) => panic!("{value} was accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn accept<T: DeserializeOwned + Checked + JsonSchema + 'static>(value: serde_json::Value) -> T {
+        parse::<T>("the_tool", &schema::<T>(), args(value.clone()))
+            .unwrap_or_else(|e| panic!("{value}: {e}"))
+    }
+
     #[test]
-    fn refusals_name_the_field() {
+    fn refusals_name_the_field_and_what_fits() {
         let cases: &[(&str, serde_json::Value, &str)] = &[
             (
                 "wrong type",
                 json!({"session_id": "t1", "count": "ten"}),
-                "count",
+                "invalid argument `count`: invalid type: string \"ten\"",
             ),
             (
-                "out of range",
+                "below the range",
                 json!({"session_id": "t1", "count": 0}),
-                "count",
+                "invalid argument `count`: 0 is below the minimum 1",
             ),
             (
-                "unknown key",
-                json!({"session_id": "t1", "lines": 3}),
-                "lines",
+                "above the range",
+                json!({"session_id": "t1", "count": 20000}),
+                "invalid argument `count`: 20000 is above the maximum 10000",
             ),
-            ("missing id", json!({"count": 3}), "session_id"),
-            ("empty id", json!({"session_id": ""}), "session_id"),
+            (
+                "unknown argument",
+                json!({"session_id": "t1", "lines": 3}),
+                "invalid argument `lines`: the_tool has no such argument; it takes session_id, ",
+            ),
+            (
+                "missing id",
+                json!({"count": 3}),
+                "invalid argument `session_id`: is required",
+            ),
+            (
+                "empty id",
+                json!({"session_id": ""}),
+                "invalid argument `session_id`: must not be empty",
+            ),
         ];
-        for (what, value, field) in cases {
-            let err = parse::<ReadArgs>(args(value.clone())).expect_err(what);
-            assert!(err.0.contains(field), "{what}: {:?} names {field}", err.0);
+        for (what, value, want) in cases {
+            let got = refuse::<ReadArgs>(value.clone());
+            assert!(
+                got.starts_with(want),
+                "{what}: {got:?} starts with {want:?}"
+            );
         }
-        let err = parse::<SendArgs>(args(
-            json!({"session_id": "t1", "keys": ["Enter", "Hyper"]}),
-        ))
-        .expect_err("unknown key name");
-        assert!(err.0.contains("keys") && err.0.contains("Hyper"), "{err:?}");
-        let err = parse::<SendArgs>(args(json!({"session_id": "t1", "idle_ms": 10})))
-            .expect_err("idle too short");
-        assert!(err.0.contains("idle_ms"), "{err:?}");
-        let err = parse::<SignalArgs>(args(json!({"session_id": "t1", "signal": "SIGUSR1"})))
-            .expect_err("unknown signal");
-        assert!(err.0.contains("signal"), "{err:?}");
+        let keys = refuse::<SendArgs>(json!({"keys": ["Enter", "Hyper"]}));
+        assert!(
+            keys.starts_with(
+                "invalid argument `keys[1]`: unknown key \"Hyper\"; known keys are Enter"
+            ),
+            "{keys}"
+        );
+        let idle = refuse::<SendArgs>(json!({"idle_ms": 10}));
+        assert_eq!(
+            idle,
+            "invalid argument `idle_ms`: 10 is below the minimum 50"
+        );
+        let signal = refuse::<SignalArgs>(json!({"session_id": "t1", "signal": "SIGUSR1"}));
+        assert!(
+            signal
+                .starts_with("invalid argument `signal`: \"SIGUSR1\" is not supported; use one of"),
+            "{signal}"
+        );
+        let empty = refuse::<SendArgs>(json!({"session_id": ""}));
+        assert!(
+            empty.contains("omit it to use your default terminal"),
+            "{empty}"
+        );
+        let list = refuse::<ListArgs>(json!({"x": 1}));
+        assert_eq!(
+            list,
+            "invalid argument `x`: the_tool has no such argument; it takes no arguments"
+        );
     }
 
     #[test]
     fn accepts_what_the_schema_allows() {
-        let send = parse::<SendArgs>(args(json!({"session_id": "t1"}))).expect("empty send");
+        let send: SendArgs = accept(json!({"session_id": "t1"}));
         assert!(!send.submit(), "the empty send only waits");
-        let send = parse::<SendArgs>(args(json!({"session_id": "t1", "text": "ls"}))).unwrap();
+        let send: SendArgs = accept(json!({"text": "ls"}));
         assert!(send.submit(), "text is submitted by default");
-        let send = parse::<SendArgs>(args(
-            json!({"session_id": "t1", "text": "ls", "submit": false}),
-        ))
-        .unwrap();
+        assert_eq!(send.session_id, None, "no session: the default terminal");
+        let send: SendArgs = accept(json!({"session_id": "t1", "text": "ls", "submit": false}));
         assert!(!send.submit());
         for spelling in ["SIGINT", "INT", "sigint"] {
-            parse::<SignalArgs>(args(json!({"session_id": "t1", "signal": spelling})))
-                .unwrap_or_else(|e| panic!("{spelling}: {e:?}"));
+            let _: SignalArgs = accept(json!({"session_id": "t1", "signal": spelling}));
         }
-        parse::<ListArgs>(JsonObject::new()).expect("list takes nothing");
-        parse::<ListArgs>(args(json!({"x": 1}))).expect_err("list refuses arguments");
+        let _: ListArgs = accept(json!({}));
     }
 }

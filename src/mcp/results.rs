@@ -74,12 +74,30 @@ impl From<&pb::OpenResponse> for OpenResult {
     }
 }
 
-/// `terminal_send`: the foreground fields, or `job_id` alone for a background send.
+/// A result in `--structured` mode: the tool's typed fields and the text the model reads, so a
+/// client that shows only the structured part loses nothing.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Structured<T> {
+    #[serde(flatten)]
+    pub(crate) result: T,
+    /// The text result, as the model reads it.
+    pub(crate) rendered: String,
+}
+
+/// `terminal_send`: the session it ran in, then the foreground fields, or the background job's
+/// id, status and first output.
 #[derive(Debug, Default, Serialize, JsonSchema, PartialEq)]
 pub(crate) struct SendResult {
+    pub(crate) session_id: String,
     /// Background send: the job to read with job_output.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) job_id: Option<String>,
+    /// Background send: running, completed, killed or failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) status: Option<String>,
+    /// Background send: what the job printed before the send returned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) output: Option<String>,
     /// The command's output.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) viewport: Option<String>,
@@ -98,15 +116,32 @@ pub(crate) struct SendResult {
     pub(crate) truncated: Option<bool>,
 }
 
+impl SendResult {
+    /// The result of a send to `session_id`.
+    pub(crate) fn new(session_id: &str, r: &pb::SendResponse) -> SendResult {
+        SendResult {
+            session_id: session_id.to_owned(),
+            ..SendResult::from(r)
+        }
+    }
+}
+
 impl From<&pb::SendResponse> for SendResult {
     fn from(r: &pb::SendResponse) -> SendResult {
         match &r.result {
-            Some(pb::send_response::Result::JobId(job)) => SendResult {
-                job_id: Some(job.clone()),
-                ..SendResult::default()
-            },
+            Some(pb::send_response::Result::Background(job)) => {
+                let finished = job.wait_reason != pb::WaitReason::Unspecified as i32;
+                SendResult {
+                    job_id: Some(job.job_id.clone()),
+                    status: Some(job_status(job.status)),
+                    output: Some(job.output.clone()),
+                    wait_reason: finished.then(|| wait_reason(job.wait_reason)),
+                    exit_code: job.exit_code,
+                    truncated: Some(job.truncated),
+                    ..SendResult::default()
+                }
+            }
             Some(pb::send_response::Result::Foreground(f)) => SendResult {
-                job_id: None,
                 viewport: Some(f.viewport.clone()),
                 wait_reason: Some(wait_reason(f.wait_reason)),
                 exit_code: f.exit_code,
@@ -114,6 +149,7 @@ impl From<&pb::SendResponse> for SendResult {
                 cwd: Some(f.cwd.clone()),
                 elapsed_ms: Some(f.elapsed_ms),
                 truncated: Some(f.truncated),
+                ..SendResult::default()
             },
             None => SendResult::default(),
         }
@@ -302,11 +338,23 @@ mod tests {
     #[test]
     fn a_send_result_is_foreground_or_background() {
         let background = pb::SendResponse {
-            result: Some(pb::send_response::Result::JobId("j1".into())),
+            result: Some(pb::send_response::Result::Background(
+                pb::JobOutputResponse {
+                    job_id: "j1".into(),
+                    status: pb::JobStatus::Running as i32,
+                    output: "Serving HTTP on 0.0.0.0 port 8000".into(),
+                    ..Default::default()
+                },
+            )),
+            job_id: "j1".into(),
             rendered: "started background job j1".into(),
         };
-        let value = serde_json::to_value(SendResult::from(&background)).unwrap();
-        assert_eq!(value, serde_json::json!({"job_id": "j1"}));
+        let value = serde_json::to_value(SendResult::new("t2", &background)).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"session_id": "t2", "job_id": "j1", "status": "running",
+                "output": "Serving HTTP on 0.0.0.0 port 8000", "truncated": false})
+        );
         let foreground = pb::SendResponse {
             result: Some(pb::send_response::Result::Foreground(
                 pb::ForegroundResult {
@@ -321,6 +369,7 @@ mod tests {
                     ..Default::default()
                 },
             )),
+            job_id: String::new(),
             rendered: String::new(),
         };
         let result = SendResult::from(&foreground);

@@ -1,16 +1,20 @@
 //! The MCP handler: `initialize` (name, version, instructions), `tools/list`, and `tools/call`,
-//! where each tool is one RPC of the contract. The daemon's `rendered` text is the text content
-//! and the typed result the `structuredContent`; a refusal by the daemon is an `isError` result
-//! with its message; arguments that do not fit the schema are invalid params naming the field. A
-//! call the client cancels drops its RPC, which releases the session's reservation as a gRPC
-//! caller hanging up does.
+//! where each tool is one RPC of the contract (two for a send to the default terminal: List,
+//! then Send, or Open on first use). The daemon's `rendered` text is the one text block (and in
+//! `--structured` mode the typed result the `structuredContent`); a refusal by the daemon is an
+//! `isError` result with its message in MCP's words, and so are arguments that do not fit the
+//! schema (SEP-1303), naming the field; only a call that is no tool call (no such tool) is a
+//! JSON-RPC error. A call the client cancels drops its RPC, which releases the session's
+//! reservation as a gRPC caller hanging up does.
 
 use super::daemon::Link;
 use super::params::{self, BadParams};
 use super::progress::{self, Reporter};
 use super::results;
+use super::sessions::{InFlight, Sessions};
 use super::tools::{self, INSTRUCTIONS};
 use crate::connection::Daemon;
+use crate::error::advice;
 use crate::pb;
 use crate::render;
 use rmcp::model::{
@@ -21,7 +25,8 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde::Serialize;
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, Weak};
 use tonic::Status;
 
 /// The agent id an HTTP request was authenticated as (set by the HTTP layer on the request).
@@ -40,36 +45,49 @@ pub(crate) struct Shared {
     pub(crate) max_result_bytes: u32,
     /// Whether background sends (and the job tools) are offered.
     pub(crate) background: bool,
+    /// Whether results carry `structuredContent` (and tools an `outputSchema`).
+    pub(crate) structured: bool,
+    /// The daemon's types with shell integration: a default terminal is one of these.
+    pub(crate) shell_types: HashSet<String>,
     /// The tools as listed.
     pub(crate) tools: Vec<Tool>,
+    /// Every MCP session's terminals, so a server that stops can close them all.
+    pub(crate) every: Mutex<Vec<Weak<Sessions>>>,
+}
+
+impl Shared {
+    /// Closes the terminals every MCP session of this server opened and did not close.
+    pub(crate) async fn close_every_opened(self: &Arc<Self>) {
+        let every: Vec<Arc<Sessions>> = {
+            let mut every = self.every.lock().unwrap_or_else(|e| e.into_inner());
+            every.retain(|s| s.strong_count() > 0);
+            every.iter().filter_map(Weak::upgrade).collect()
+        };
+        let opened = every.iter().flat_map(|s| s.take_opened()).collect();
+        close_sessions(self.clone(), opened).await;
+    }
 }
 
 /// The handler of one MCP session.
 #[derive(Clone)]
 pub(crate) struct Terminals {
     shared: Arc<Shared>,
-    opened: Arc<Opened>,
+    held: Arc<Held>,
 }
 
-/// The terminal sessions one MCP session opened and has not closed: (agent id, session id).
-pub(crate) struct Opened {
-    sessions: Mutex<Vec<(String, String)>>,
-    /// Close them when the MCP session's handler goes away (HTTP sessions).
+/// The terminal sessions of one MCP session, closed when its handler goes away (HTTP sessions)
+/// if `close_on_drop` is set.
+struct Held {
+    sessions: Arc<Sessions>,
     close_on_drop: Option<Arc<Shared>>,
 }
 
-impl Opened {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, String)>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Drop for Opened {
+impl Drop for Held {
     fn drop(&mut self) {
         let Some(shared) = self.close_on_drop.take() else {
             return;
         };
-        let sessions = std::mem::take(&mut *self.lock());
+        let sessions = self.sessions.take_opened();
         if sessions.is_empty() {
             return;
         }
@@ -98,6 +116,26 @@ async fn close_sessions(shared: Arc<Shared>, sessions: Vec<(String, String)>) {
     }
 }
 
+/// Why a tool call did not succeed: the daemon refused it, or its arguments do not fit.
+enum Failure {
+    Refused(Status),
+    Bad(BadParams),
+}
+
+impl From<Status> for Failure {
+    fn from(status: Status) -> Failure {
+        Failure::Refused(status)
+    }
+}
+
+impl From<BadParams> for Failure {
+    fn from(bad: BadParams) -> Failure {
+        Failure::Bad(bad)
+    }
+}
+
+type Outcome = Result<CallToolResult, Failure>;
+
 impl Terminals {
     /// The daemon's client, connecting (again) when there is none.
     async fn daemon(&self) -> Result<Daemon, Status> {
@@ -107,18 +145,27 @@ impl Terminals {
     /// A handler for one MCP session; with `close_on_drop`, the terminals it opened end when it
     /// is dropped.
     pub(crate) fn new(shared: Arc<Shared>, close_on_drop: bool) -> Terminals {
+        let sessions = Arc::new(Sessions::default());
+        let mut every = shared.every.lock().unwrap_or_else(|e| e.into_inner());
+        every.retain(|s| s.strong_count() > 0);
+        every.push(Arc::downgrade(&sessions));
+        drop(every);
         Terminals {
-            opened: Arc::new(Opened {
-                sessions: Mutex::new(Vec::new()),
+            held: Arc::new(Held {
+                sessions,
                 close_on_drop: close_on_drop.then(|| shared.clone()),
             }),
             shared,
         }
     }
 
+    fn sessions(&self) -> &Arc<Sessions> {
+        &self.held.sessions
+    }
+
     /// Closes every terminal this handler opened and did not close.
     pub(crate) async fn close_all(&self) {
-        let sessions = std::mem::take(&mut *self.opened.lock());
+        let sessions = self.sessions().take_opened();
         close_sessions(self.shared.clone(), sessions).await;
     }
 
@@ -141,51 +188,76 @@ impl Terminals {
         agent_id: String,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let background_tool = name == tools::JOB_OUTPUT || name == tools::JOB_KILL;
-        if background_tool && !self.shared.background {
+        // The job tools are not listed when background sends are off: no such tool then.
+        let Some(tool) = self.shared.tools.iter().find(|t| t.name == name) else {
             return Err(ErrorData::invalid_params(
-                format!("unknown tool {name:?}: background jobs are switched off"),
+                format!("unknown tool {name:?}"),
                 None,
             ));
-        }
-        let outcome = match name {
-            tools::OPEN => self.open(parse(arguments)?, agent_id).await,
-            tools::SEND => {
-                if !self.shared.background && arguments.contains_key("run_in_background") {
-                    return Err(ErrorData::invalid_params(
-                        "run_in_background: background sends are switched off on this server",
-                        None,
-                    ));
-                }
-                self.send(parse(arguments)?, agent_id, context).await
-            }
-            tools::READ => self.read(parse(arguments)?, agent_id).await,
-            tools::SIGNAL => self.signal(parse(arguments)?, agent_id).await,
-            tools::CLOSE => self.close(parse(arguments)?, agent_id).await,
-            tools::LIST => {
-                parse::<params::ListArgs>(arguments)?;
-                self.list(agent_id).await
-            }
-            tools::JOB_OUTPUT => self.job_output(parse(arguments)?, agent_id, context).await,
-            tools::JOB_KILL => self.job_kill(parse(arguments)?, agent_id).await,
-            _ => {
-                return Err(ErrorData::invalid_params(
-                    format!("unknown tool {name:?}"),
-                    None,
-                ));
-            }
         };
-        Ok(outcome.unwrap_or_else(|status| {
-            self.shared.link.failed(&status);
-            refused(&status)
+        let schema = tool.input_schema.clone();
+        let outcome: Outcome = async {
+            if name == tools::SEND
+                && !self.shared.background
+                && arguments.contains_key("run_in_background")
+            {
+                return Err(Failure::Bad(BadParams {
+                    field: Some("run_in_background".into()),
+                    message: "background sends are switched off on this server; send in the \
+                              foreground"
+                        .into(),
+                }));
+            }
+            match name {
+                tools::OPEN => {
+                    self.open(params::parse(name, &schema, arguments)?, agent_id)
+                        .await
+                }
+                tools::SEND => {
+                    self.send(params::parse(name, &schema, arguments)?, agent_id, context)
+                        .await
+                }
+                tools::READ => {
+                    self.read(params::parse(name, &schema, arguments)?, agent_id)
+                        .await
+                }
+                tools::SIGNAL => {
+                    self.signal(params::parse(name, &schema, arguments)?, agent_id)
+                        .await
+                }
+                tools::CLOSE => {
+                    self.close(params::parse(name, &schema, arguments)?, agent_id)
+                        .await
+                }
+                tools::LIST => {
+                    params::parse::<params::ListArgs>(name, &schema, arguments)?;
+                    self.list(agent_id).await
+                }
+                tools::JOB_OUTPUT => {
+                    self.job_output(params::parse(name, &schema, arguments)?, agent_id, context)
+                        .await
+                }
+                tools::JOB_KILL => {
+                    self.job_kill(params::parse(name, &schema, arguments)?, agent_id)
+                        .await
+                }
+                _ => Err(Failure::Bad(BadParams {
+                    field: None,
+                    message: format!("tool {name:?} is listed but not served"),
+                })),
+            }
+        }
+        .await;
+        Ok(outcome.unwrap_or_else(|failure| match failure {
+            Failure::Refused(status) => {
+                self.shared.link.failed(&status);
+                refused(&status)
+            }
+            Failure::Bad(bad) => error_result(format!("error: {bad}")),
         }))
     }
 
-    async fn open(
-        &self,
-        args: params::OpenArgs,
-        agent_id: String,
-    ) -> Result<CallToolResult, Status> {
+    async fn open(&self, args: params::OpenArgs, agent_id: String) -> Outcome {
         let request = pb::OpenRequest {
             agent_id: agent_id.clone(),
             r#type: args.type_name.unwrap_or_default(),
@@ -198,10 +270,57 @@ impl Terminals {
         };
         let response = self.daemon().await?.open(request).await?.into_inner();
         let result = results::OpenResult::from(&response);
-        self.opened
-            .lock()
-            .push((agent_id, result.session_id.clone()));
-        Ok(success(response.rendered, &result))
+        self.sessions().opened(&agent_id, &result.session_id);
+        Ok(self.success(response.rendered, &result))
+    }
+
+    /// The session a send without `session_id` runs in (mcp.md, "The default session"): a
+    /// foreground send goes to the idle shell this MCP session used last, a background send
+    /// always to a new one (so the default stays free); with the line saying so when one was
+    /// opened.
+    async fn default_session(
+        &self,
+        agent_id: &str,
+        background: bool,
+    ) -> Result<(InFlight, Option<String>), Status> {
+        let mut client = self.daemon().await?;
+        if !background {
+            let request = pb::ListRequest {
+                agent_id: agent_id.to_owned(),
+            };
+            let listed = client.list(request).await?.into_inner().sessions;
+            if let Some(picked) = self
+                .sessions()
+                .pick(agent_id, &listed, &self.shared.shell_types)
+            {
+                return Ok((picked, None));
+            }
+        }
+        let request = pb::OpenRequest {
+            agent_id: agent_id.to_owned(),
+            max_result_bytes: self.shared.max_result_bytes,
+            ..Default::default()
+        };
+        let session = client
+            .open(request)
+            .await?
+            .into_inner()
+            .session
+            .unwrap_or_default();
+        self.sessions().opened(agent_id, &session.session_id);
+        let purpose = if background {
+            "for this background job"
+        } else {
+            "as your default terminal"
+        };
+        let note = format!(
+            "started terminal session {} [type: {}] {purpose}",
+            session.session_id, session.r#type
+        );
+        Ok((
+            self.sessions().sending(agent_id, &session.session_id),
+            Some(note),
+        ))
     }
 
     async fn send(
@@ -209,39 +328,50 @@ impl Terminals {
         args: params::SendArgs,
         agent_id: String,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, Status> {
-        let submit = args.submit();
+    ) -> Outcome {
+        let background = args.run_in_background.unwrap_or(false);
+        let (flight, opened) = match &args.session_id {
+            Some(id) => (self.sessions().sending(&agent_id, id), None),
+            None => self.default_session(&agent_id, background).await?,
+        };
+        let session_id = flight.session_id().to_owned();
+        let cap = self.shared.max_result_bytes as usize;
+        let naming = args.session_id.is_none().then(|| SessionNaming {
+            session_id: session_id.clone(),
+            opened,
+        });
+        let room = naming.as_ref().map_or(0, SessionNaming::room);
         let request = pb::SendRequest {
             agent_id,
-            session_id: args.session_id,
-            text: args.text.unwrap_or_default(),
-            submit: Some(submit),
+            session_id: session_id.clone(),
+            text: args.text.clone().unwrap_or_default(),
+            submit: Some(args.submit()),
             keys: args.keys.unwrap_or_default(),
-            run_in_background: args.run_in_background.unwrap_or(false),
+            run_in_background: background,
             typeahead: args.typeahead.unwrap_or(false),
             timeout_ms: args.timeout_ms.unwrap_or(0),
             idle_ms: args.idle_ms.unwrap_or(0),
-            max_result_bytes: self.shared.max_result_bytes,
+            max_result_bytes: (cap.saturating_sub(room) as u32)
+                .max(crate::validate::MIN_RESULT_BYTES),
+            background_wait_ms: None,
         };
         let mut client = self.daemon().await?;
         let response = match reporter(context) {
-            Some(mut reporter) if !request.run_in_background => {
+            Some(mut reporter) if !background => {
                 let stream = client.send_stream(request).await?.into_inner();
                 progress::follow_send(stream, &mut reporter).await?
             }
             _ => client.send(request).await?.into_inner(),
         };
-        Ok(success(
-            response.rendered.clone(),
-            &results::SendResult::from(&response),
-        ))
+        drop(flight);
+        let rendered = match naming {
+            Some(naming) => naming.apply(&response.rendered, cap),
+            None => response.rendered.clone(),
+        };
+        Ok(self.success(rendered, &results::SendResult::new(&session_id, &response)))
     }
 
-    async fn read(
-        &self,
-        args: params::ReadArgs,
-        agent_id: String,
-    ) -> Result<CallToolResult, Status> {
+    async fn read(&self, args: params::ReadArgs, agent_id: String) -> Outcome {
         let request = pb::ReadRequest {
             agent_id,
             session_id: args.session_id,
@@ -252,17 +382,13 @@ impl Terminals {
             max_result_bytes: self.shared.max_result_bytes,
         };
         let response = self.daemon().await?.read(request).await?.into_inner();
-        Ok(success(
+        Ok(self.success(
             response.rendered.clone(),
             &results::ReadResult::from(&response),
         ))
     }
 
-    async fn signal(
-        &self,
-        args: params::SignalArgs,
-        agent_id: String,
-    ) -> Result<CallToolResult, Status> {
+    async fn signal(&self, args: params::SignalArgs, agent_id: String) -> Outcome {
         let request = pb::SignalRequest {
             agent_id,
             session_id: args.session_id,
@@ -273,27 +399,21 @@ impl Terminals {
             delivered: response.delivered,
             target_pgid: response.target_pgid,
         };
-        Ok(success(self.cap_line(response.rendered), &result))
+        Ok(self.success(self.cap_line(response.rendered), &result))
     }
 
-    async fn close(
-        &self,
-        args: params::CloseArgs,
-        agent_id: String,
-    ) -> Result<CallToolResult, Status> {
+    async fn close(&self, args: params::CloseArgs, agent_id: String) -> Outcome {
         let request = pb::CloseRequest {
             agent_id: agent_id.clone(),
             session_id: args.session_id.clone(),
         };
         let response = self.daemon().await?.close(request).await?.into_inner();
-        self.opened
-            .lock()
-            .retain(|(agent, id)| !(agent == &agent_id && id == &args.session_id));
+        self.sessions().closed(&agent_id, &args.session_id);
         let result = results::CloseResult::from(&response);
-        Ok(success(self.cap_line(response.rendered), &result))
+        Ok(self.success(self.cap_line(response.rendered), &result))
     }
 
-    async fn list(&self, agent_id: String) -> Result<CallToolResult, Status> {
+    async fn list(&self, agent_id: String) -> Outcome {
         let request = pb::ListRequest { agent_id };
         let response = self.daemon().await?.list(request).await?.into_inner();
         let lines: Vec<String> = if response.sessions.is_empty() {
@@ -306,7 +426,7 @@ impl Terminals {
             "(no terminal sessions)",
             self.shared.max_result_bytes as usize,
         );
-        Ok(success(text, &results::ListResult::from(&response)))
+        Ok(self.success(text, &results::ListResult::from(&response)))
     }
 
     async fn job_output(
@@ -314,7 +434,7 @@ impl Terminals {
         args: params::JobOutputArgs,
         agent_id: String,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, Status> {
+    ) -> Outcome {
         let wait_ms = args.wait_ms.unwrap_or(0);
         let request = pb::JobOutputRequest {
             agent_id,
@@ -329,35 +449,78 @@ impl Terminals {
             _ => call.await,
         }?
         .into_inner();
-        Ok(success(
+        Ok(self.success(
             response.rendered.clone(),
             &results::JobOutputResult::from(&response),
         ))
     }
 
-    async fn job_kill(
-        &self,
-        args: params::JobKillArgs,
-        agent_id: String,
-    ) -> Result<CallToolResult, Status> {
+    async fn job_kill(&self, args: params::JobKillArgs, agent_id: String) -> Outcome {
         let request = pb::JobKillRequest {
             agent_id,
             job_id: args.job_id,
         };
         let response = self.daemon().await?.job_kill(request).await?.into_inner();
         let result = results::JobKillResult::from(&response);
-        Ok(success(self.cap_line(response.rendered), &result))
+        Ok(self.success(self.cap_line(response.rendered), &result))
     }
 
     fn cap_line(&self, text: String) -> String {
         render::line(text, self.shared.max_result_bytes as usize)
     }
+
+    /// A successful result: `text` as the one text block; in `--structured` mode `value` and
+    /// `text` (as `rendered`) as `structuredContent`.
+    fn success<T: Serialize>(&self, text: String, value: &T) -> CallToolResult {
+        let structured = self.shared.structured.then(|| {
+            serde_json::to_value(results::Structured {
+                result: value,
+                rendered: text.clone(),
+            })
+            .ok()
+        });
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = structured.flatten();
+        result
+    }
 }
 
-fn parse<T: serde::de::DeserializeOwned + params::Checked>(
-    arguments: JsonObject,
-) -> Result<T, ErrorData> {
-    params::parse(arguments).map_err(|BadParams(message)| ErrorData::invalid_params(message, None))
+/// How a send without `session_id` names the session it ran in: its status line says
+/// `[session t2: running]`, and a first line says when it was opened for this send.
+struct SessionNaming {
+    session_id: String,
+    /// "started terminal session t2 [type: shell] as your default terminal".
+    opened: Option<String>,
+}
+
+impl SessionNaming {
+    /// The bytes naming adds, which the daemon's cap leaves room for.
+    fn room(&self) -> usize {
+        self.session_id.len() + 1 + self.opened.as_ref().map_or(0, |line| line.len() + 1)
+    }
+
+    /// `rendered` (at most `cap` bytes) with the session named; the opened line is left out
+    /// when it would not fit.
+    fn apply(&self, rendered: &str, cap: usize) -> String {
+        let named = name_status_line(rendered, &self.session_id);
+        match &self.opened {
+            Some(line) if line.len() + 1 + named.len() <= cap => format!("{line}\n{named}"),
+            _ => named,
+        }
+    }
+}
+
+/// `[session: running]` (the last such line) as `[session t2: running]`.
+fn name_status_line(rendered: &str, session_id: &str) -> String {
+    const STATUS: &str = "[session: ";
+    match rendered.rfind(STATUS) {
+        Some(at) if at == 0 || rendered.as_bytes()[at - 1] == b'\n' => format!(
+            "{}[session {session_id}: {}",
+            &rendered[..at],
+            &rendered[at + STATUS.len()..]
+        ),
+        _ => rendered.to_owned(),
+    }
 }
 
 fn reporter(context: &RequestContext<RoleServer>) -> Option<Reporter> {
@@ -365,23 +528,24 @@ fn reporter(context: &RequestContext<RoleServer>) -> Option<Reporter> {
     Some(Reporter::new(context.peer.clone(), token))
 }
 
-/// A successful result: `text` as the one text block and `value` as `structuredContent`.
-fn success<T: Serialize>(text: String, value: &T) -> CallToolResult {
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = serde_json::to_value(value).ok();
-    result
+fn error_result(text: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
-/// What a model reads when the daemon refuses a call: `error: <the daemon's message>`.
+/// What a model reads when the daemon refuses a call: `error: <the daemon's message>`, with what
+/// to do in the tools' names.
 fn refused(status: &Status) -> CallToolResult {
     let text = match status.code() {
         tonic::Code::Unavailable => format!(
             "error: the ptyd daemon is unavailable ({}); the next call connects again",
             status.message()
         ),
-        _ => format!("error: {}", status.message()),
+        _ => format!(
+            "error: {}",
+            advice::in_words(status.message(), &advice::MCP)
+        ),
     };
-    CallToolResult::error(vec![ContentBlock::text(text)])
+    error_result(text)
 }
 
 impl ServerHandler for Terminals {
@@ -416,6 +580,68 @@ impl ServerHandler for Terminals {
                 "the call was cancelled",
                 None,
             )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_default_send_names_its_session() {
+        let opened = |line: Option<&str>| SessionNaming {
+            session_id: "t2".into(),
+            opened: line.map(str::to_owned),
+        };
+        // (naming, the daemon's rendered, cap) -> what the model reads
+        let cases = [
+            (
+                opened(None),
+                "hi\n[wait: prompt]\n[exit code: 0]\n[session: running]",
+                1000,
+                "hi\n[wait: prompt]\n[exit code: 0]\n[session t2: running]",
+            ),
+            (
+                opened(Some(
+                    "started terminal session t2 [type: shell] as your default terminal",
+                )),
+                "(no new output)\n[wait: prompt]\n[session: exited code=0 signal=null]",
+                1000,
+                "started terminal session t2 [type: shell] as your default terminal\n\
+                 (no new output)\n[wait: prompt]\n[session t2: exited code=0 signal=null]",
+            ),
+            (
+                opened(Some(
+                    "started terminal session t2 [type: shell] as your default terminal",
+                )),
+                "x\n[wait: prompt]\n[session: running]",
+                60,
+                "x\n[wait: prompt]\n[session t2: running]",
+            ),
+            (
+                opened(None),
+                "echo [session: fake]\n[wait: prompt]\n[session: running]",
+                1000,
+                "echo [session: fake]\n[wait: prompt]\n[session t2: running]",
+            ),
+            (
+                opened(Some(
+                    "started terminal session t3 [type: shell] for this background job",
+                )),
+                "started background job j1\n[job: j1 running]",
+                1000,
+                "started terminal session t3 [type: shell] for this background job\n\
+                 started background job j1\n[job: j1 running]",
+            ),
+        ];
+        for (naming, rendered, cap, want) in cases {
+            let got = naming.apply(rendered, cap);
+            assert_eq!(got, want);
+            assert!(
+                got.len() <= rendered.len() + naming.room(),
+                "room covers it: {got}"
+            );
         }
     }
 }

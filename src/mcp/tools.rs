@@ -1,7 +1,8 @@
 //! What a model is shown: the server's instructions and the eight tools, each with its
-//! description, annotations, `inputSchema` (from the typed arguments in `params`) and
-//! `outputSchema` (from the typed results in `results`). Everything here is in every request a
-//! model makes, so it says each thing once. Pure.
+//! description, annotations and `inputSchema` (from the typed arguments in `params`), and in
+//! `--structured` mode an `outputSchema` (from the typed results in `results`, with the rendered
+//! text beside them). Everything here is in every request a model makes, so it says each thing
+//! once. Pure.
 
 use super::{params, results};
 use rmcp::handler::server::tool::{schema_for_input, schema_for_output};
@@ -12,9 +13,10 @@ use std::sync::Arc;
 /// The server's `instructions`.
 pub(crate) const INSTRUCTIONS: &str = "\
 Persistent terminal sessions. Use them when work needs state that lasts (cwd, env, a running \
-server, a REPL) or answers interactive input; use a one-shot tool otherwise. Keep the session ids \
-terminal_open returns and terminal_close sessions you no longer need. terminal_send returns when \
-the command ends (wait: prompt) or a program waits for input (stdin_read); inferred_idle and \
+server, a REPL) or answers interactive input. terminal_send without a session_id runs in your \
+default terminal (opened on first use, its cwd and env kept); name a session_id to go back to a \
+REPL or a second terminal, and terminal_close sessions you no longer need. terminal_send returns \
+when the command ends (wait: prompt) or a program waits for input (stdin_read); inferred_idle and \
 timeout do not prove it ended: send with no text to keep waiting, or terminal_signal it.";
 
 /// The tool names.
@@ -36,8 +38,9 @@ pub(crate) const JOB_KILL: &str = "job_kill";
 
 /// The tools as listed: `types` are the daemon's terminal types (the enum of
 /// `terminal_open.type`); without `background`, `terminal_send` has no `run_in_background` and
-/// the job tools are left out.
-pub(crate) fn list(types: &[String], background: bool) -> Vec<Tool> {
+/// the job tools are left out; with `structured`, each tool has an `outputSchema`.
+pub(crate) fn list(types: &[String], background: bool, structured: bool) -> Vec<Tool> {
+    let output = |schema: Arc<JsonObject>| structured.then_some(schema);
     let mut open = input::<params::OpenArgs>();
     if !types.is_empty() {
         set_property(&mut open, "type", "enum", serde_json::json!(types));
@@ -49,10 +52,10 @@ pub(crate) fn list(types: &[String], background: bool) -> Vec<Tool> {
     let mut tools = vec![
         tool(
             OPEN,
-            "Start a persistent terminal session (a shell by default); returns its session_id and \
-             startup output.",
+            "Start another terminal session (a type, cwd or size of your choice; a shell by \
+             default); returns its session_id and startup output.",
             Arc::new(open),
-            output::<results::OpenResult>(),
+            output(output_schema::<results::OpenResult>()),
             ToolAnnotations::new()
                 .read_only(false)
                 .destructive(false)
@@ -61,12 +64,13 @@ pub(crate) fn list(types: &[String], background: bool) -> Vec<Tool> {
         ),
         tool(
             SEND,
-            "Type text and/or keys into a session and wait. The result ends with [wait: REASON]: \
-             prompt = the command finished (with its exit code); stdin_read = a program waits for \
-             input, answer with another send; inferred_idle or timeout = it may still run, send \
-             with no text to wait longer or signal it.",
+            "Type text and/or keys into a session (default: your default terminal) and wait. The \
+             result ends with [wait: REASON]: prompt = the command finished (with its exit code); \
+             stdin_read = a program waits for input, answer with another send to that session; \
+             inferred_idle or timeout = it may still run, send with no text to wait longer or \
+             signal it.",
             Arc::new(send),
-            output::<results::SendResult>(),
+            output(output_schema::<results::SendResult>()),
             ToolAnnotations::new()
                 .read_only(false)
                 .destructive(true)
@@ -78,21 +82,21 @@ pub(crate) fn list(types: &[String], background: bool) -> Vec<Tool> {
             "Page a session's output history (offset counts lines back from the newest), or its \
              visible screen.",
             input_arc::<params::ReadArgs>(),
-            output::<results::ReadResult>(),
+            output(output_schema::<results::ReadResult>()),
             ToolAnnotations::new().read_only(true).idempotent(true),
         ),
         tool(
             SIGNAL,
             "Send a signal to the session's foreground program (SIGINT interrupts it).",
             input_arc::<params::SignalArgs>(),
-            output::<results::SignalResult>(),
+            output(output_schema::<results::SignalResult>()),
             ToolAnnotations::new().read_only(false).destructive(true),
         ),
         tool(
             CLOSE,
             "End a session and every process it started.",
             input_arc::<params::CloseArgs>(),
-            output::<results::CloseResult>(),
+            output(output_schema::<results::CloseResult>()),
             ToolAnnotations::new()
                 .read_only(false)
                 .destructive(true)
@@ -102,7 +106,7 @@ pub(crate) fn list(types: &[String], background: bool) -> Vec<Tool> {
             LIST,
             "Your terminal sessions: id, status, cwd, whether busy.",
             input_arc::<params::ListArgs>(),
-            output::<results::ListResult>(),
+            output(output_schema::<results::ListResult>()),
             ToolAnnotations::new().read_only(true).idempotent(true),
         ),
     ];
@@ -112,14 +116,14 @@ pub(crate) fn list(types: &[String], background: bool) -> Vec<Tool> {
             "New output of a background job (never repeated) and its status; wait_ms waits for \
              more or for the end.",
             input_arc::<params::JobOutputArgs>(),
-            output::<results::JobOutputResult>(),
+            output(output_schema::<results::JobOutputResult>()),
             ToolAnnotations::new().read_only(true).idempotent(false),
         ));
         tools.push(tool(
             JOB_KILL,
             "Interrupt a background job.",
             input_arc::<params::JobKillArgs>(),
-            output::<results::JobKillResult>(),
+            output(output_schema::<results::JobKillResult>()),
             ToolAnnotations::new().read_only(false).destructive(true),
         ));
     }
@@ -130,12 +134,14 @@ fn tool(
     name: &'static str,
     description: &'static str,
     input_schema: Arc<JsonObject>,
-    output_schema: Arc<JsonObject>,
+    output_schema: Option<Arc<JsonObject>>,
     annotations: ToolAnnotations,
 ) -> Tool {
-    Tool::new(name, description, input_schema)
-        .with_raw_output_schema(output_schema)
-        .with_annotations(annotations)
+    let tool = Tool::new(name, description, input_schema).with_annotations(annotations);
+    match output_schema {
+        Some(schema) => tool.with_raw_output_schema(schema),
+        None => tool,
+    }
 }
 
 fn input<T: JsonSchema + 'static>() -> JsonObject {
@@ -151,8 +157,11 @@ fn input_arc<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     Arc::new(input::<T>())
 }
 
-fn output<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    let mut schema = schema_for_output::<T>().as_ref().clone();
+/// The output schema of a tool whose typed result is `T`: its fields and `rendered`.
+fn output_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    let mut schema = schema_for_output::<results::Structured<T>>()
+        .as_ref()
+        .clone();
     drop_integer_formats(&mut schema);
     Arc::new(schema)
 }
@@ -207,15 +216,25 @@ mod tests {
     #[test]
     fn the_whole_list_stays_small() {
         let types = ["shell", "bash", "zsh", "fish", "python"].map(String::from);
-        let tools = list(&types, true);
+        let tools = list(&types, true, false);
         let json = serde_json::to_string(&tools).unwrap();
         assert_eq!(tools.len(), 8);
-        assert!(json.len() < 12 * 1024, "tools/list is {} bytes", json.len());
+        assert!(json.len() < 10 * 1024, "tools/list is {} bytes", json.len());
         assert!(!json.contains("uint"), "no integer formats: {json}");
+        let structured = list(&types, true, true);
+        for tool in &structured {
+            let schema = tool.output_schema.as_ref().expect("an output schema");
+            let properties = schema.get("properties").expect("properties");
+            assert!(
+                properties.get("rendered").is_some(),
+                "{} carries rendered",
+                tool.name
+            );
+        }
         for tool in &tools {
             assert!(
-                tool.output_schema.is_some(),
-                "{} has an output schema",
+                tool.output_schema.is_none(),
+                "{}: no output schema by default",
                 tool.name
             );
             assert!(tool.annotations.is_some(), "{} has annotations", tool.name);
@@ -228,7 +247,7 @@ mod tests {
 
     #[test]
     fn schemas_carry_ranges_defaults_and_required_fields() {
-        let tools = list(&["shell".to_owned(), "python".to_owned()], true);
+        let tools = list(&["shell".to_owned(), "python".to_owned()], true, false);
         let by_name = |n: &str| tools.iter().find(|t| t.name == n).unwrap();
         let open = by_name(OPEN);
         assert_eq!(
@@ -251,7 +270,7 @@ mod tests {
 
     #[test]
     fn without_background_there_is_no_job_tool() {
-        let tools = list(&[], false);
+        let tools = list(&[], false, false);
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         assert_eq!(names, [OPEN, SEND, READ, SIGNAL, CLOSE, LIST]);
         let send = tools.iter().find(|t| t.name == SEND).unwrap();

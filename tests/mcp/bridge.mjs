@@ -13,6 +13,8 @@
 //!   "url":U,"headers":H,"body":B}` (a plain HTTP POST), `{"op":"terminate","id":N}` (HTTP: ends
 //!   the MCP session with DELETE), `{"op":"close"}` (closes the transport: stdin of the server
 //!   ends).
+//! - environment: `MCP_PROTOCOL_VERSION` makes the client offer that revision in `initialize`
+//!   instead of the SDK's newest (the SDK speaks each revision it lists as supported).
 //! - stdout, one event a line, each with `t` (ms since start): `connected {pid}`, `wire {message}`
 //!   for every message the server sent, `progress {id, progress, message}`, `response {id,
 //!   result|error}`, `stderr {line}`, `closed`.
@@ -54,6 +56,28 @@ if (mode === "stdio") {
   transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
 }
 
+// Every message the server sends, before the SDK handles it (the initialize answer too).
+let handler;
+Object.defineProperty(transport, "onmessage", {
+  get: () => handler,
+  set: (handle) => {
+    handler = (message, extra) => {
+      emit({ event: "wire", message });
+      handle?.(message, extra);
+    };
+  },
+});
+const offered = process.env.MCP_PROTOCOL_VERSION;
+if (offered) {
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => {
+    if (message.method === "initialize") {
+      message = { ...message, params: { ...message.params, protocolVersion: offered } };
+    }
+    return send(message, options);
+  };
+}
+
 const client = new Client({ name: "ptyd-test-bridge", version: "1.0.0" });
 client.onerror = (error) => emit({ event: "client_error", error: errorOf(error) });
 try {
@@ -62,12 +86,6 @@ try {
   emit({ event: "connect_failed", error: errorOf(error) });
   process.exit(0);
 }
-// Every message the server sends, before the SDK handles it.
-const handle = transport.onmessage;
-transport.onmessage = (message, extra) => {
-  emit({ event: "wire", message });
-  handle?.(message, extra);
-};
 transport.onclose = () => emit({ event: "closed" });
 emit({ event: "connected", pid: transport.pid ?? null });
 
