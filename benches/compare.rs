@@ -1,9 +1,10 @@
-//! `cargo bench --bench compare`: the comparison benchmark of `quality-bars.md` (issue 7). Every
-//! case runs against ptyd (a spawned `ptyd serve` on a temp socket, reached through its gRPC
-//! client) and against its baselines in the same run: the raw-PTY floor (the same bash with the
-//! same shell integration on a bare PTY, read directly), tmux, and ptyd's own data structures
-//! in-process. It prints one table and writes `target/bench/compare.json`; every figure is also a
-//! ratio against a baseline measured in the same run, because the machine is shared and noisy.
+//! `cargo bench --bench compare`: the comparison benchmark behind `docs/performance.md`, which
+//! holds its latest table and each case's quality bar (issue 7). Every case runs against ptyd
+//! (a spawned `ptyd serve` on a temp socket, reached through its gRPC client) and against its
+//! baselines in the same run: the raw-PTY floor (the same bash with the same shell integration
+//! on a bare PTY, read directly), tmux, and ptyd's own data structures in-process. It prints
+//! one table and writes `target/bench/compare.json`; every figure is also a ratio against a
+//! baseline measured in the same run, because the machine is shared and noisy.
 //!
 //! Sessions, bare shells and tmux panes all run bash with `HOME` set to an empty directory, so the
 //! machine's own rc files (prompt hooks that fork) do not dominate what is measured. Everything

@@ -3,58 +3,85 @@
 //! happened (prompt, stdin read, idle, timeout, exit) with byte-capped, model-ready text.
 //!
 //! # Layout
-//! - [`server`]: `ptyd serve`'s start-up ([`server::run`]: config, signals, socket activation or
-//!   bind, the TCP token), the socket, the peer check and the refusal another user gets, the
-//!   caller's deadline, upgrade in place on SIGHUP (`server/upgrade.rs`, the calls in flight
-//!   answered by `server/drain.rs`; both cut streams short through `server/cut_body.rs`), and
-//!   `serve(listener, config, shutdown)`.
+//! This is the one module map of the repository; `HACKING.md` points here.
+//!
+//! - [`server`]: `ptyd serve`'s start-up (`server/startup.rs`, [`server::run`]: config, signals,
+//!   socket activation or bind, the TCP token), the socket and its TCP listener, reflection v1
+//!   and v1alpha, the peer check and the hand-written HTTP/2 refusal another user gets
+//!   (`server/refusal.rs`: `PERMISSION_DENIED`, then GOAWAY), the caller's `grpc-timeout`
+//!   answered `DEADLINE_EXCEEDED` (`server/deadline.rs`), upgrade in place on SIGHUP
+//!   (`server/upgrade.rs`: the new binary's config check, the listeners and sessions handed over
+//!   across `exec`; the calls in flight answered `UNAVAILABLE` first by `server/drain.rs`; both
+//!   cut streams short through `server/cut_body.rs`), and `serve(listener, config, shutdown)`.
 //! - [`stop_post`]: `ptyd stop-post`, the systemd unit's `ExecStopPost=`: ends what a stopped
-//!   daemon left unless it crashed.
-//! - `h2_authority`: accepts clients that send the socket path as HTTP/2 `:authority`.
+//!   daemon left (`SERVICE_RESULT` success or timeout), never after a crash.
+//! - `h2_authority`: accepts clients that send the socket path as HTTP/2 `:authority` (rewritten
+//!   to `localhost`).
 //! - `service`: the gRPC `Terminals` service (protocol only: validate, registry, session,
 //!   `pb` response) and the error-to-status table.
-//! - `registry`: sessions keyed by owner agent; ids; limits as reservations taken before a
-//!   session starts.
-//! - `session`: one actor task per PTY session: the loop and handlers (`session/actor.rs`,
-//!   with `actor/output.rs`, `actor/signals.rs`, `actor/reader.rs`, `actor/adopt.rs` and
-//!   `actor/compact.rs`), a signal's aim (`aim.rs`), the shell's state machine (`shell.rs`,
-//!   pure), the send in flight (`send.rs`), jobs (`jobs.rs`, `kill.rs`), views over the terminal
-//!   (`view.rs`, pure), the stdin probe's schedule (`probe.rs`), the Watch feed (`watchers.rs`),
-//!   where output reads land
-//!   (`capture.rs`: the journal) and the marks a compacted journal keeps (`shell_marks.rs`,
-//!   pure).
+//! - `registry`: sessions and jobs keyed by owner agent; ids; limits as reservations taken before
+//!   a session starts.
+//! - `session`: one actor task per PTY session. `session.rs` is its public face (`SessionHandle`:
+//!   a command channel and a `watch` of its state, and the types its commands carry). The loop
+//!   and one handler per command are in `session/actor.rs`, by concern in `actor/output.rs`
+//!   (output taken in through the journal, marks to the shell state, query answers queued),
+//!   `actor/signals.rs` (`Signal`, aimed at the foreground group from `tcgetpgrp`, and
+//!   `JobKill`), `actor/reader.rs` (who reads the terminal: the stdin probe, typeahead, line
+//!   mode), `actor/adopt.rs` (replaying a predecessor's journal) and `actor/compact.rs`
+//!   (compacting the journal at its bound). Beside them: a signal's aim (`aim.rs`), the shell's
+//!   state machine (`shell.rs`, pure: marks, prompt, kept line, refused lines, when input may be
+//!   written), the send in flight (`send.rs`: deadlines, collected marks, its reply, stream or
+//!   job sink), jobs (`jobs.rs`, and `kill.rs` for `JobKill`), views over the terminal
+//!   (`view.rs`, pure: Read pages, viewports, MOTD, Watch replay), the stdin probe's schedule
+//!   (`probe.rs`), the Watch feed (`watchers.rs`), where output reads land (`capture.rs`: the
+//!   journal, or the thread's shared buffer) and the marks a compacted journal keeps
+//!   (`shell_marks.rs`, pure).
 //! - `state`: what outlives the daemon (the state directory and its lock, id counters, session
 //!   records in `state/record.rs`, the mmap'd output journal in `state/journal.rs` and the
 //!   checkpoint at its head in `state/journal_head.rs`).
-//! - [`process`]: the OS side of a session: `process::pty` (spawning on a PTY, non-blocking
-//!   master I/O), [`process::helper`] (the per-session helper, a subreaper that owns the
-//!   process tree), [`process::cgroup`] (one cgroup v2 per session, under one parent per
-//!   daemon), [`process::reaper`] (finding and ending a session's process tree),
-//!   [`process::procfs`] (named `/proc` reads), `process::fd` (fd helpers on nix),
-//!   `process::handover` (the PTY master passed from a helper to an adopting daemon).
+//! - [`process`]: the OS side of a session: `process::pty` (the PTY, IUTF8 from the locale,
+//!   spawning through the helper, non-blocking master I/O, the foreground group),
+//!   [`process::helper`] (the per-session helper: a subreaper and session leader that owns and
+//!   reaps the process tree and keeps the session while no daemon runs), [`process::cgroup`]
+//!   (one cgroup v2 per session, under one parent per daemon), [`process::reaper`] (finding and
+//!   ending a session's process tree), `process::tracking` (which of cgroup and subreaper tracks
+//!   processes), [`process::procfs`] (named `/proc` reads), `process::fd` (pipes, non-blocking
+//!   fds and pidfds on nix), `process::handover` (the PTY master and the helper's reports passed
+//!   to an adopting daemon with `SCM_RIGHTS`).
 //! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
 //!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
 //!   vt100 lacks in `xterm`), the emulator state and its line reads (`state`), history recording
 //!   and query replies (`recorder`), the plain-line fast path (`fast_path`, its data in `run`),
 //!   resting idle screens (`resting`) and checkpoints that rebuild a terminal (`checkpoint`).
-//! - [`history`]: the paged, bounded line store (pure).
-//! - [`marks`]: shell-integration wrappers and OSC 133/7 parsing.
-//! - [`waiting`]: deciding the wait reason (pure).
+//! - [`history`]: the paged, bounded, numbered line store (pure).
+//! - [`marks`]: shell-integration wrappers (bash, zsh, fish), the per-session mark key, OSC 133/7
+//!   parsing and output-region scanning.
+//! - [`waiting`]: deciding the wait reason (pure) and the `/proc` stdin probe.
 //! - [`render`]: byte-capped model-facing text (pure).
 //! - `memory`: one `malloc_trim` after a burst of sessions rests or closes.
 //! - `validate`: request checks with messages that name the field, and the one rule for
 //!   environment names (pure).
-//! - [`config`]: terminal types, limits, defaults, the session environment policy; the config
-//!   file's schema and checks in `config/file.rs`.
-//! - [`acp`]: the ACP agent shim (`ptyd acp`) and its typed error.
-//! - [`mcp`]: the MCP server (`ptyd mcp`): the model-facing tools over stdio or streamable HTTP.
+//! - [`config`]: terminal types, limits, defaults, the session environment policy
+//!   (`Config::session_env`); the config file's schema, its checks and how it is read over the
+//!   defaults in `config/file.rs`.
+//! - [`acp`]: the ACP agent shim (`ptyd acp`); `acp/error.rs` is its typed error and the one
+//!   status-to-ACP-error mapping.
+//! - [`mcp`]: the MCP server (`ptyd mcp`): the model-facing tools over stdio or streamable HTTP;
+//!   the handler (`mcp/server.rs`), the tool list and schemas (`tools`, `params`, `results`),
+//!   progress notifications (`progress`), the reconnecting daemon link (`daemon`), HTTP auth and
+//!   the `Origin` guard (`http`).
 //! - `connection`: the daemon a front-end (acp, mcp) talks to: on the socket, or in-process.
 //! - `daemon_env`: the daemon's own start-up variables (listener hand-over, socket activation),
-//!   which sessions never inherit.
+//!   which neither a session nor the next image inherits as they are.
 //! - [`client`]: typed client over the socket.
 //! - [`cli`]: the `ptyd` command line (client verbs; `--json` prints `pb`'s serialization).
-//! - [`pb`]: protobuf glue: generated code, conversions, responses, JSON.
+//! - [`pb`]: protobuf glue: generated code, conversions from domain types, the responses and
+//!   their rendered text (`pb/responses.rs`), JSON names of enums.
 //! - [`error`]: the library's error type.
+//!
+//! Outside the library: `src/main.rs` only parses the command line and hands off;
+//! `src/bin/ptyd-session-helper.rs` is the helper's own small executable, installed beside
+//! `ptyd`.
 #![warn(missing_docs)]
 
 pub mod acp;

@@ -320,8 +320,8 @@ async fn send_stream_of_many_lines_streams_all_of_it_and_only_it() {
     .await;
 }
 
-/// The most output one `SendStream` event carries (README, "SendStream"): far under the 4 MiB
-/// message limit gRPC clients have by default.
+/// The most output one `SendStream` event carries (docs/decisions.md, "SendStream"): far under
+/// the 4 MiB message limit gRPC clients have by default.
 const STREAM_EVENT_MAX: usize = 256 << 10;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
