@@ -39,6 +39,8 @@ struct Bridge {
     events: mpsc::UnboundedReceiver<Value>,
     log: Vec<Value>,
     next_id: u64,
+    /// tools/call requests made so far.
+    tool_calls: usize,
     /// The server's pid (stdio).
     server_pid: Option<u32>,
 }
@@ -108,6 +110,7 @@ impl Bridge {
             events,
             log: Vec::new(),
             next_id: 1,
+            tool_calls: 0,
             server_pid: None,
         };
         let connected = bridge
@@ -201,6 +204,7 @@ impl Bridge {
         timeout_ms: u64,
     ) -> u64 {
         let id = self.id();
+        self.tool_calls += 1;
         self.command(json!({
             "op": "call", "id": id, "name": name, "arguments": arguments,
             "progress": progress, "timeout": timeout_ms,
@@ -1438,6 +1442,103 @@ async fn every_protocol_revision_is_answered_by_a_client_that_speaks_it() {
             "{report}"
         );
         assert!(report["structured"].is_null(), "{report}");
+    })
+    .await;
+}
+
+/// What one scripted agent step sends and what its text result must hold.
+async fn step(mcp: &mut Bridge, arguments: Value, holds: &[&str]) -> String {
+    let result = text(&mcp.call("terminal_send", arguments.clone()).await);
+    for held in holds {
+        assert!(result.contains(held), "{arguments}: {held:?} in {result:?}");
+    }
+    result
+}
+
+/// The fifteen-scenario agent run that needed 49 calls: one-shot commands, a REPL, a `read`, vim,
+/// a background web server with curl and stop, an interrupt and a 200 000-line output, as a
+/// model would drive them with the default terminal. The call count is the README's figure.
+#[tokio::test]
+async fn a_scripted_agent_needs_at_most_thirty_calls() {
+    timed(async {
+        let (_dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(&[], &socket).await;
+        let opened = step(&mut mcp, json!({"text": "cd /tmp && echo hello"}), &["hello\n[wait: prompt]"]).await;
+        let t = session_named(&opened);
+        step(&mut mcp, json!({"text": "ls / | grep -c ."}), &["[exit code: 0]"]).await;
+        step(&mut mcp, json!({"text": "test -e /nonexistent"}), &["[exit code: 1]"]).await;
+        // A REPL in the default terminal; the model names the session to answer it.
+        step(&mut mcp, json!({"text": "python3 -q"}), &[">>>", "[wait: stdin_read]"]).await;
+        step(&mut mcp, json!({"session_id": t, "text": "6*7"}), &["42", "[wait: stdin_read]"]).await;
+        step(&mut mcp, json!({"session_id": t, "text": "exit()"}), &["[wait: prompt]"]).await;
+        // A program that reads a line.
+        step(&mut mcp, json!({"text": "read -p 'name? ' who"}), &["name?", "[wait: stdin_read]"]).await;
+        step(&mut mcp, json!({"session_id": t, "text": "ptyd"}), &["[wait: prompt]"]).await;
+        step(&mut mcp, json!({"text": "echo \"hi $who\""}), &["hi ptyd\n"]).await;
+        // A full-screen editor.
+        step(&mut mcp, json!({"text": "vim -u NONE -n notes.txt"}), &["[wait: stdin_read]"]).await;
+        step(
+            &mut mcp,
+            json!({"session_id": t, "text": "iwritten in vim", "submit": false, "keys": ["Escape"]}),
+            &["written in vim"],
+        )
+        .await;
+        step(
+            &mut mcp,
+            json!({"session_id": t, "text": ":wq", "submit": false, "keys": ["Enter"]}),
+            &["[wait: prompt]"],
+        )
+        .await;
+        step(&mut mcp, json!({"text": "cat notes.txt"}), &["written in vim\n[wait: prompt]"]).await;
+        // A web server in the background: its first line says it listens, in the same call.
+        let server = step(
+            &mut mcp,
+            json!({"text": "python3 -u -m http.server 0 --bind 127.0.0.1", "run_in_background": true}),
+            &["Serving HTTP on 127.0.0.1 port "],
+        )
+        .await;
+        let port: u16 = server
+            .split("port ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("the server's port in {server:?}"));
+        let job = server
+            .lines()
+            .find_map(|l| l.strip_prefix("started background job "))
+            .expect("the job")
+            .to_owned();
+        step(
+            &mut mcp,
+            json!({"text": format!("curl -s -o /dev/null -w '%{{http_code}}\\n' http://127.0.0.1:{port}/")}),
+            &["200\n[wait: prompt]"],
+        )
+        .await;
+        let killed = text(&mcp.call("job_kill", json!({"job_id": job})).await);
+        assert!(killed.ends_with("killed]"), "{killed}");
+        // An interrupt.
+        step(&mut mcp, json!({"text": "sleep 100", "idle_ms": 300}), &["[wait: inferred_idle]"]).await;
+        mcp.call("terminal_signal", json!({"session_id": t, "signal": "SIGINT"}))
+            .await;
+        step(&mut mcp, json!({"session_id": t}), &["[wait: prompt]", "[exit code: 130]"]).await;
+        // A big output: the tail comes back, and the middle is still in history.
+        step(
+            &mut mcp,
+            json!({"text": "seq 1 200000", "timeout_ms": 120000}),
+            &["200000\n[wait: prompt]", "[output truncated]"],
+        )
+        .await;
+        // The model pages back to the middle of it (offsets count back from the newest line, the
+        // prompt's).
+        let middle = mcp
+            .call("terminal_read", json!({"session_id": t, "offset": 99_998, "count": 5}))
+            .await;
+        assert!(
+            text(&middle).contains("100000\n100001\n100002\n"),
+            "{middle}"
+        );
+        assert!(mcp.tool_calls <= 30, "{} calls", mcp.tool_calls);
+        eprintln!("the scripted agent made {} tool calls", mcp.tool_calls);
     })
     .await;
 }
