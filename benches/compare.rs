@@ -76,6 +76,8 @@ const SCALE_LIST_CALLS: usize = 200;
 /// History memory: lines of typical output and their length.
 const MEMORY_LINES: usize = 100_000;
 const MEMORY_LINE_LEN: usize = 60;
+/// History memory of short lines: `seq 1 SEQ_MEMORY_LINES` under the default bounds.
+const SEQ_MEMORY_LINES: usize = 2_000_000;
 /// Emulator-only throughput: the chunk size fed at a time (a PTY read returns about this much).
 const EMULATOR_CHUNK: usize = 1024;
 
@@ -935,21 +937,25 @@ impl McpStdio {
         }
     }
 
-    /// `tools/call`; returns the structured result.
-    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+    /// `tools/call`; returns the text the model reads (the server's default: one text block).
+    fn call(&mut self, tool: &str, arguments: Value) -> String {
         let result = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
         assert_ne!(result["isError"], true, "{tool}: {result}");
-        result["structuredContent"].clone()
+        result["content"][0]["text"]
+            .as_str()
+            .expect("a text block")
+            .to_owned()
     }
 
     /// `terminal_send` of `text`, then empty sends until the prompt; returns the wrong answers.
     fn run_to_prompt(&mut self, sid: &str, text: &str) -> usize {
+        let at_prompt = |result: &str| result.lines().any(|l| l == "[wait: prompt]");
         let mut wrong = 0;
         let mut result = self.call(
             "terminal_send",
             json!({"session_id": sid, "text": text, "timeout_ms": 600000}),
         );
-        while result["wait_reason"] != "prompt" {
+        while !at_prompt(&result) {
             wrong += 1;
             assert!(
                 wrong < 100,
@@ -992,9 +998,11 @@ fn case_mcp(setup: &Setup, rows: &mut Vec<Row>) {
         "terminal_open",
         json!({"type": "bash", "cols": COLS, "rows": ROWS}),
     );
-    let msid = opened["session_id"]
-        .as_str()
-        .expect("session_id")
+    // "started terminal session t2 [type: bash]"
+    let msid = opened
+        .split_whitespace()
+        .nth(3)
+        .expect("the session id")
         .to_owned();
     let mut wrong = 0;
     for _ in 0..20 {
@@ -1787,6 +1795,38 @@ fn case_memory(rows: &mut Vec<Row>) {
         pass: Some(ratio <= 2.0),
         json: json!({"raw_bytes": raw, "terminal_heap_bytes": term_heap,
                      "history_heap_bytes": history_heap}),
+    });
+    // Short lines under the default bounds: the byte bound decides (the line bound is a
+    // backstop), so `seq 1 2000000` is kept whole; its cost is its text plus a line's offset.
+    let seq = seq_stream(SEQ_MEMORY_LINES);
+    let seq_raw = seq.len() - SEQ_MEMORY_LINES; // without the CRs a terminal adds
+    let (seq_heap, seq_term) = heap_of(|| {
+        let mut term = Terminal::new(
+            COLS,
+            ROWS,
+            ptyd::config::DEFAULT_HISTORY_LINES,
+            ptyd::config::Config::default().history_bytes,
+        );
+        for chunk in seq.chunks(EMULATOR_CHUNK) {
+            term.feed(chunk);
+        }
+        term
+    });
+    let kept_whole = seq_term.first_line() == 1;
+    drop(seq_term);
+    let seq_bar = 2 * seq_raw + 8 * SEQ_MEMORY_LINES;
+    rows.push(Row {
+        case: "history memory: seq 1 2000000 (default bounds)".into(),
+        ptyd: format!("{:.2} MB", seq_heap as f64 / 1e6),
+        baselines: format!(
+            "raw {:.2} MB; every line kept: {kept_whole}",
+            seq_raw as f64 / 1e6
+        ),
+        ratio: format!("{:.2}x raw", seq_heap as f64 / seq_raw as f64),
+        bar: "<= 2x raw + 8 B/line, kept whole".into(),
+        pass: Some(seq_heap <= seq_bar && kept_whole),
+        json: json!({"raw_bytes": seq_raw, "terminal_heap_bytes": seq_heap,
+                     "lines": SEQ_MEMORY_LINES, "kept_whole": kept_whole}),
     });
     // The session actor's raw-output channel for `Watch` (1024 chunks), made with every session.
     let (watch_heap, watch) =
