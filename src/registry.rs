@@ -126,12 +126,21 @@ pub(crate) struct Registry {
 
 /// Parses "t12" into 12.
 fn session_number(id: &str) -> Option<u64> {
-    id.strip_prefix('t')?.parse().ok().filter(|n| *n > 0)
+    id_number(id, 't')
 }
 
 /// Parses "j12" into 12.
 fn job_number(id: &str) -> Option<u64> {
-    id.strip_prefix('j')?.parse().ok().filter(|n| *n > 0)
+    id_number(id, 'j')
+}
+
+/// The number of an id spelled as ptyd spells it: `prefix`, then a positive decimal without a
+/// sign or leading zeros. `t01`, `t+1` and `t0001` are not `t1` (contract section 9: one id, one
+/// spelling), so a caller's typo never reaches another session.
+fn id_number(id: &str, prefix: char) -> Option<u64> {
+    let digits = id.strip_prefix(prefix)?;
+    let canonical = digits.bytes().all(|b| b.is_ascii_digit()) && !digits.starts_with('0');
+    canonical.then(|| digits.parse().ok()).flatten()
 }
 
 impl Registry {
@@ -339,5 +348,35 @@ impl Registry {
     /// Every session, for shutdown.
     pub(crate) fn all(&self) -> Vec<SessionHandle> {
         self.sessions.iter().map(|e| e.handle.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_canonical_spelling_names_an_id() {
+        // (id, session number, job number)
+        let cases = [
+            ("t1", Some(1), None),
+            ("t12", Some(12), None),
+            ("j7", None, Some(7)),
+            ("t01", None, None),
+            ("t0001", None, None),
+            ("t+1", None, None),
+            ("t-1", None, None),
+            ("t0", None, None),
+            ("t", None, None),
+            ("t 1", None, None),
+            ("j+7", None, None),
+            ("j07", None, None),
+            ("T1", None, None),
+            ("t99999999999999999999999", None, None),
+        ];
+        for (id, session, job) in cases {
+            assert_eq!(session_number(id), session, "session {id:?}");
+            assert_eq!(job_number(id), job, "job {id:?}");
+        }
     }
 }
