@@ -9,6 +9,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     let enum_as_name = |f: &str| format!("#[serde(serialize_with = \"crate::pb::json::{f}\")]");
     tonic_prost_build::configure()
+        // prost's codec, but a request that does not decode is the caller's INVALID_ARGUMENT.
+        .codec_path("crate::pb::codec::ProstCodec")
         .file_descriptor_set_path(out.join("ptyd_descriptor.bin"))
         .message_attribute(".ptyd.v1", "#[derive(serde::Serialize)]")
         .enum_attribute(

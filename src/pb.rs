@@ -1,7 +1,8 @@
 //! All protobuf glue: the code generated from `proto/ptyd/v1/ptyd.proto` (package `ptyd.v1`),
 //! its encoded descriptor for server reflection, the conversions from domain types to messages,
 //! the responses the service answers with (their `rendered` text included), and how messages
-//! print as JSON (`json`, used by the CLI's `--json` through the derives `build.rs` adds).
+//! print as JSON (`json`, used by the CLI's `--json` through the derives `build.rs` adds), and
+//! the codec (`codec`: a request that does not decode is `INVALID_ARGUMENT`).
 
 /// The generated code, unlinted: it is prost's and tonic's, not ours.
 #[allow(missing_docs, clippy::all)]
@@ -13,6 +14,7 @@ pub use generated::*;
 /// The encoded file descriptor set, served by gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("ptyd_descriptor");
 
+pub mod codec;
 mod responses;
 pub(crate) use responses::*;
 
