@@ -45,13 +45,17 @@ impl Error {
     /// The message every unknown or foreign session id gets, so existence does not leak.
     pub fn session_not_found(id: &str) -> Error {
         Error::NotFound(format!(
-            "session_id {id:?} does not name an open terminal session"
+            "session_id {} does not name an open terminal session",
+            crate::validate::quoted(id)
         ))
     }
 
     /// The message every unknown or foreign job id gets.
     pub fn job_not_found(id: &str) -> Error {
-        Error::NotFound(format!("job_id {id:?} does not name a job"))
+        Error::NotFound(format!(
+            "job_id {} does not name a job",
+            crate::validate::quoted(id)
+        ))
     }
 
     /// Shorthand for an invalid-argument error.

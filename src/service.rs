@@ -61,6 +61,8 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = std::result::Result<T, tonic::Stat
 
 /// Logs one RPC's outcome and converts the result.
 fn finish<T>(rpc: &str, agent: &str, id: &str, result: Result<T>) -> RpcResult<T> {
+    // A caller's fields go into the log at most 200 bytes each (the error's own quotes too).
+    let (agent, id) = (&*validate::clipped(agent), &*validate::clipped(id));
     match result {
         Ok(v) => {
             tracing::info!(rpc, agent, id, "ok");
@@ -111,7 +113,8 @@ impl Terminals {
         };
         let ty = self.config.find_type(type_name).ok_or_else(|| {
             Error::invalid(format!(
-                "type {type_name:?} is not registered; known types: {}",
+                "type {} is not registered; known types: {}",
+                validate::quoted(type_name),
                 self.config.type_names()
             ))
         })?;
@@ -195,8 +198,8 @@ impl Terminals {
         };
         if !path.is_dir() {
             return Err(Error::invalid(format!(
-                "cwd {:?} does not exist or is not a directory",
-                path.display().to_string()
+                "cwd {} does not exist or is not a directory",
+                validate::quoted(&path.display().to_string())
             )));
         }
         Ok(path)

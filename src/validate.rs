@@ -66,6 +66,35 @@ pub(crate) fn ranged_from_zero(field: &str, value: u32, max: u32) -> Result<u32>
     Ok(value)
 }
 
+/// The most bytes of a request field that a message or a log line quotes (contract section 9):
+/// a 3 MiB session id must not come back whole, nor fill the log.
+pub(crate) const MAX_QUOTED: usize = 200;
+
+/// `value` quoted for a message or a log line: as `{:?}` shows it, at most `MAX_QUOTED` bytes of
+/// it (cut at a character boundary), then `…` when cut.
+pub(crate) fn quoted(value: &str) -> String {
+    if value.len() <= MAX_QUOTED {
+        return format!("{value:?}");
+    }
+    let mut end = MAX_QUOTED;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}…", &value[..end])
+}
+
+/// `value` as a log field: itself up to `MAX_QUOTED` bytes, else its head and `…`.
+pub(crate) fn clipped(value: &str) -> std::borrow::Cow<'_, str> {
+    if value.len() <= MAX_QUOTED {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut end = MAX_QUOTED;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &value[..end]))
+}
+
 /// `max_result_bytes`, defaulted.
 pub(crate) fn max_result_bytes(value: u32) -> Result<usize> {
     ranged(
@@ -90,7 +119,8 @@ pub(crate) fn signal(name: &str) -> Result<Signal> {
         "HUP" => Signal::SIGHUP,
         _ => {
             return Err(Error::invalid(format!(
-                "signal {name:?} is not supported; use one of SIGINT, SIGTERM, SIGKILL, SIGTSTP, SIGHUP"
+                "signal {} is not supported; use one of SIGINT, SIGTERM, SIGKILL, SIGTSTP, SIGHUP",
+                quoted(name)
             )));
         }
     })
@@ -136,8 +166,9 @@ pub(crate) fn key_bytes(name: &str) -> Result<Vec<u8>> {
         return Ok(vec![c - b'a' + 1]);
     }
     Err(Error::invalid(format!(
-        "keys: unknown key {name:?}; known keys are Enter, Tab, Escape, Backspace, Delete, Up, \
-         Down, Left, Right, Home, End, PageUp, PageDown, F1..F12, C-a..C-z"
+        "keys: unknown key {}; known keys are Enter, Tab, Escape, Backspace, Delete, Up, \
+         Down, Left, Right, Home, End, PageUp, PageDown, F1..F12, C-a..C-z",
+        quoted(name)
     )))
 }
 
@@ -157,7 +188,8 @@ pub(crate) fn is_env_name(name: &str) -> bool {
 pub(crate) fn env_var(name: &str, value: &str) -> Result<()> {
     if !is_env_name(name) {
         return Err(Error::invalid(format!(
-            "env name {name:?} is invalid: names are {ENV_NAME_RULE}"
+            "env name {} is invalid: names are {ENV_NAME_RULE}",
+            quoted(name)
         )));
     }
     if value.contains('\0') {
