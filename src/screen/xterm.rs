@@ -197,6 +197,7 @@ impl Modes {
             (None, b"", b's' | b'u') => csi.params.is_empty(),
             // Cursor motion and edits that start from the cursor's column.
             (None, b"", b'A' | b'B' | b'C' | b'D' | b'K' | b'X' | b'P' | b'@' | b'd') => true,
+            (None, b"", b'b') => true,
             (Some(b'?'), b"", b'h' | b'l') => {
                 numbers(csi.params).any(|p| matches!(p, 3 | 6 | 7 | 47 | 1047 | 1048 | 1049))
             }
@@ -229,6 +230,17 @@ impl Modes {
                         state.raw(format!("\x1b[{p}{}", char::from(csi.final_byte)).as_bytes());
                     }
                 }
+            }
+            (None, b"", b'b') => {
+                // REP: vt100 paints the character as many times as asked (up to 65 535, a
+                // cell each), so 14 bytes could cost a frame of work. Bounded by the columns
+                // left on the row (all of the next row's after a pending wrap): a repeat never
+                // paints more than the row it is on (contract section 9).
+                let (_, col) = state.cursor_cell();
+                let cols = state.size().0;
+                let left = if col >= cols { cols } else { cols - col };
+                let count = first_or(csi.params, 1).min(left);
+                state.raw(format!("\x1b[{count}b").as_bytes());
             }
             (None, b"", b's') => self.save_cursor(state),
             (None, b"", b'u') => self.restore_cursor(state),
