@@ -32,6 +32,9 @@ pub struct Checkpoint {
     pub cols: u16,
     /// Rows.
     pub rows: u16,
+    /// Taken inside a control string past its bound: what follows is dropped up to its end
+    /// (`Some(whether BEL ends it)`), so an endless string does not keep the journal growing.
+    pub dropping_string: Option<bool>,
 }
 
 impl Terminal {
@@ -43,7 +46,8 @@ impl Terminal {
         state.end_run();
         // An idle control-sequence layer has seen every sequence end: the emulator's parser
         // holds nothing of one (a rebuilt parser would not hold it either).
-        if !self.sequences.is_idle()
+        let dropping_string = self.sequences.dropping_string();
+        if !(self.sequences.is_idle() || dropping_string.is_some())
             || state.unusual_modes
             // The newest history line goes on on the screen: the rebuilt history's would not.
             || state.parser.callbacks().tail_wrapped()
@@ -63,6 +67,7 @@ impl Terminal {
             screen,
             cols,
             rows,
+            dropping_string,
         };
         let mut rebuilt = Terminal::new(cols, rows, max_lines, max_bytes);
         rebuilt.restore(&trial);
@@ -85,6 +90,7 @@ impl Terminal {
             screen: std::mem::take(&mut trial.screen),
             cols,
             rows,
+            dropping_string,
         })
     }
 
@@ -101,6 +107,9 @@ impl Terminal {
         // The screen's first row starts a line of its own (a checkpoint is taken only then).
         recorder.tail_sealed = true;
         self.feed(&checkpoint.screen);
+        if let Some(ends_at_bel) = checkpoint.dropping_string {
+            self.sequences.drop_string(ends_at_bel);
+        }
     }
 
     /// Whether `other` reads as this terminal does from its history's end on: the numbering,
@@ -228,6 +237,16 @@ mod tests {
                 "a title set",
                 b"\x1b]0;title\x07$ ".to_vec(),
                 b"\x1b]0;other\x1b\\x\r\n",
+            ),
+            (
+                "inside a title past its bound",
+                [&b"$ \x1b]0;"[..], &[b'a'; 100_000]].concat(),
+                &[&[b'a'; 70_000][..], b"\x07x\r\n"].concat(),
+            ),
+            (
+                "inside a DCS past its bound",
+                [&b"$ \x1bPq"[..], &[b'#'; 70_000]].concat(),
+                &[&[b'#'; 10][..], b"\x07\x1b\\x\r\n"].concat(),
             ),
             (
                 "bracketed paste and cursor keys",

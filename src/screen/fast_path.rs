@@ -34,6 +34,10 @@ impl State {
     /// Gives output bytes to the emulator.
     pub(super) fn emulate(&mut self, bytes: &[u8]) {
         if !bytes.is_empty() {
+            #[cfg(test)]
+            {
+                self.emulated += bytes.len();
+            }
             self.parser.process(bytes);
             self.ground = bytes.ends_with(b"\r\n");
         }

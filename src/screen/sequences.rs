@@ -14,6 +14,12 @@ use super::xterm::{self, Modes};
 /// what it cannot use; nothing real is this long).
 const MAX_HELD: usize = 256;
 
+/// The most bytes of a control string's body (OSC, DCS, APC, PM, SOS) passed to the emulator;
+/// the rest, up to the string's end, is dropped (contract section 9). vte keeps a whole OSC in
+/// memory until it ends, and keeps the room after, so an endless title would grow the daemon
+/// without bound; nothing real (a title, a hyperlink, a clipboard copy of a page) is longer.
+pub(super) const MAX_STRING: usize = 64 << 10;
+
 /// The layer's state: what it holds back and the modes it implements.
 #[derive(Default)]
 pub(super) struct Sequences {
@@ -23,6 +29,8 @@ pub(super) struct Sequences {
     in_string: bool,
     /// The string is an OSC, which BEL ends too (the others end only with ST, CAN or SUB).
     string_ends_at_bel: bool,
+    /// Bytes of the current string's body passed on so far (at most `MAX_STRING`).
+    string_kept: usize,
     /// The emulator's parser may be inside a sequence this layer passed on without reading it
     /// (an ESC before a control, an incomplete sequence too long to hold), until a byte that
     /// ends every sequence arrives.
@@ -119,6 +127,23 @@ impl Sequences {
         self.carry.is_empty() && !self.in_string && !self.unsure
     }
 
+    /// Inside a control string past its bound, with nothing else held back: `Some(whether BEL
+    /// ends it)`. What is left of the string is dropped, so a terminal that was not inside it
+    /// reads the same from here on, once told to drop it too ([`Sequences::drop_string`]); the
+    /// string's kept head only ever sets a title, which ptyd does not show.
+    pub(super) fn dropping_string(&self) -> Option<bool> {
+        let dropping = self.in_string && self.string_kept == MAX_STRING;
+        (dropping && self.carry.is_empty() && !self.unsure).then_some(self.string_ends_at_bel)
+    }
+
+    /// Drops output up to the end of a control string (BEL ends it too when `ends_at_bel`), as
+    /// a terminal that was inside one past its bound does.
+    pub(super) fn drop_string(&mut self, ends_at_bel: bool) {
+        self.in_string = true;
+        self.string_ends_at_bel = ends_at_bel;
+        self.string_kept = MAX_STRING;
+    }
+
     /// Interprets one chunk of output, driving `state`.
     pub(super) fn feed(&mut self, bytes: &[u8], state: &mut State) {
         let joined;
@@ -140,10 +165,18 @@ impl Sequences {
         while i < n {
             if self.in_string {
                 let bel = self.string_ends_at_bel;
-                match input[i..]
+                let end = input[i..]
                     .iter()
-                    .position(|&b| matches!(b, 0x18 | 0x1a | 0x1b) || (bel && b == 0x07))
-                {
+                    .position(|&b| matches!(b, 0x18 | 0x1a | 0x1b) || (bel && b == 0x07));
+                let body = end.unwrap_or(n - i);
+                let room = MAX_STRING - self.string_kept;
+                if body > room {
+                    // Past the bound: what fits goes on, the rest of the body is dropped.
+                    state.process(&input[pending..i + room]);
+                    pending = i + body;
+                }
+                self.string_kept += body.min(room);
+                match end {
                     None => break,
                     Some(p) => {
                         i += p;
@@ -181,6 +214,7 @@ impl Sequences {
                     }
                     Escape::String { len } => {
                         self.in_string = true;
+                        self.string_kept = 0;
                         self.string_ends_at_bel = input[i + 1] == b']';
                         i += len;
                     }

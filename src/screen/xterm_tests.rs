@@ -407,3 +407,80 @@ fn bel_ends_an_osc_string_but_not_a_dcs_or_apc_one() {
         );
     }
 }
+
+#[test]
+fn a_control_string_is_kept_up_to_64_kib_and_the_rest_dropped() {
+    use super::sequences::MAX_STRING;
+    // (introducer, terminator): every kind of string, each end it can have.
+    let cases: &[(&[u8], &[u8])] = &[
+        (b"\x1b]2;", b"\x07"),
+        (b"\x1b]2;", b"\x1b\\"),
+        (b"\x1bPq", b"\x1b\\"),
+        (b"\x1b_", b"\x1b\\"),
+        (b"\x1b^", b"\x18"),
+        (b"\x1bX", b"\x1a"),
+    ];
+    for (intro, end) in cases {
+        let mut t = term();
+        t.feed(b"before\r\n");
+        t.feed(intro);
+        // 4 MiB of body in reads of 100 000 bytes, as a flood arrives.
+        let chunk = vec![b'a'; 100_000];
+        for _ in 0..42 {
+            t.feed(&chunk);
+        }
+        t.feed(end);
+        t.feed(b"after");
+        let emulated = t.state.get_mut().emulated;
+        assert!(
+            emulated < MAX_STRING + 64,
+            "{intro:?}: {emulated} bytes reached the emulator"
+        );
+        assert_eq!(t.visible_screen(), ["before", "after"], "{intro:?}");
+    }
+}
+
+#[test]
+fn a_string_of_64_kib_is_kept_whole() {
+    let mut t = term();
+    // The body is what follows `ESC ]`: `2;` and the title.
+    let mut body = vec![b'x'; super::sequences::MAX_STRING - 3];
+    body.extend_from_slice(b"y");
+    t.feed(b"\x1b]2;");
+    t.feed(&body);
+    t.feed(b"\x07");
+    assert_eq!(t.state.get_mut().emulated, 4 + body.len() + 1);
+    t.feed(b"after");
+    assert_eq!(t.visible_screen(), ["after"]);
+}
+
+#[test]
+fn a_repeat_paints_at_most_the_row_it_is_on() {
+    // (input, screen): REP counts past the row are cut at its end; after a pending wrap the
+    // next row is the one it is on.
+    let cases: &[(&[u8], &[&str])] = &[
+        (b"ab\x1b[3b", &["abbbb"]),
+        (b"a\x1b[b", &["aa"]),
+        (b"a\x1b[0b", &["aa"]),
+        (
+            b"\x1b[1;75Hx\x1b[99999999b",
+            &["                                                                          xxxxxx"],
+        ),
+        (
+            b"\x1b[1;75Hx\x1b[99999999bz",
+            &[
+                "                                                                          xxxxxx",
+                "z",
+            ],
+        ),
+    ];
+    for (input, want) in cases {
+        let got = screen_of(input);
+        assert_eq!(got, *want, "{:?}", String::from_utf8_lossy(input));
+    }
+    // 6 000 of them paint 6 000 rows (not 6 000 x 65 535 cells, 9 s of work that held up every
+    // session): each fills the row its character starts.
+    let mut t = term();
+    t.feed(&b"x\x1b[99999999b".repeat(6_000));
+    assert_eq!(t.visible_screen(), vec!["x".repeat(80); 24]);
+}

@@ -284,6 +284,7 @@ mod tests {
                 screen: b"\x1b[H$ ".to_vec(),
                 cols: 80,
                 rows: 24,
+                dropping_string: None,
             },
             marks: Vec::new(),
         };

@@ -31,6 +31,10 @@ struct Line {
     screen_bytes: usize,
     /// Each mark as the parameters of its OSC sequence, and where it was (line, column).
     marks: Vec<(String, u64, u32)>,
+    /// The checkpoint was taken inside a control string past its bound (`Some(whether BEL
+    /// ends it)`); absent from heads written before there was a bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dropping_string: Option<bool>,
 }
 
 /// The head of a journal that restores `restored` first (`None`: a journal from the start).
@@ -47,6 +51,7 @@ pub(crate) fn encode(restored: Option<&Restored>) -> Vec<u8> {
             .iter()
             .map(|m| (osc_params(&m.mark), m.at.line, m.at.col))
             .collect(),
+        dropping_string: r.terminal.dropping_string,
     });
     // Serialising plain numbers and strings into a Vec cannot fail.
     serde_json::to_writer(&mut out, &line).expect("a journal head serialises");
@@ -105,6 +110,7 @@ pub(crate) fn decode(journal: &[u8]) -> io::Result<(Option<Restored>, usize)> {
         screen,
         cols: line.cols,
         rows: line.rows,
+        dropping_string: line.dropping_string,
     };
     Ok((Some(Restored { terminal, marks }), at))
 }
@@ -136,6 +142,7 @@ mod tests {
                 screen: b"\x1b[H$ ".to_vec(),
                 cols: 100,
                 rows: 30,
+                dropping_string: Some(true),
             },
             marks: [
                 Mark::CommandStart,
@@ -171,6 +178,7 @@ mod tests {
                 screen: b"$ ".to_vec(),
                 cols: 80,
                 rows: 24,
+                dropping_string: None,
             },
             marks: Vec::new(),
         }));
