@@ -11,6 +11,8 @@ pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// A channel to the daemon listening on `path`. The HTTP/2 authority is `localhost`, which every
 /// gRPC server accepts (a socket path there is rejected by some).
 pub async fn channel(path: &Path) -> Result<Channel> {
+    // Never a socket another user could have put in our daemon's place.
+    crate::private_dir::check_socket(path)?;
     let path = path.to_owned();
     let endpoint = Endpoint::try_from("http://localhost")?;
     let channel = endpoint

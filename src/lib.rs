@@ -58,6 +58,7 @@
 //!   parsing and output-region scanning.
 //! - [`waiting`]: deciding the wait reason (pure) and the `/proc` stdin probe.
 //! - [`render`]: byte-capped model-facing text (pure).
+//! - `private_dir`: the check that no other user can change where the socket and state live.
 //! - `memory`: one `malloc_trim` after a burst of sessions rests or closes.
 //! - `validate`: request checks with messages that name the field, and the one rule for
 //!   environment names (pure).
@@ -97,6 +98,7 @@ pub mod marks;
 pub mod mcp;
 pub(crate) mod memory;
 pub mod pb;
+pub(crate) mod private_dir;
 pub mod process;
 pub(crate) mod registry;
 pub mod render;

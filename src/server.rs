@@ -45,8 +45,9 @@ pub fn default_socket_path() -> PathBuf {
     }
 }
 
-/// Binds the daemon's socket at `path`: creates the directory 0700, refuses when a live daemon
-/// answers there, replaces a stale socket file, and sets the socket to 0600.
+/// Binds the daemon's socket at `path`: creates the directory 0700, refuses a directory another
+/// user could change (`private_dir`) and one where a live daemon answers, replaces a stale
+/// socket file, and sets the socket to 0600.
 pub(crate) fn bind(path: &Path) -> Result<UnixListener> {
     if let Some(dir) = path
         .parent()
@@ -60,6 +61,11 @@ pub(crate) fn bind(path: &Path) -> Result<UnixListener> {
                 "creating socket directory {}",
                 dir.display()
             )))?;
+    }
+    // Checked once it exists: a directory someone made first (recursive creation accepts
+    // one) is judged as well.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        crate::private_dir::check(dir, "socket directory")?;
     }
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {

@@ -68,6 +68,8 @@ impl StateDir {
             .mode(0o700)
             .create(root.join("sessions"))
             .map_err(context("creating the state directory"))?;
+        // Once it exists, so that one someone made first is judged too.
+        crate::private_dir::check(root, "state directory")?;
         std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))
             .map_err(context("making the state directory private"))?;
         let longest = root.join("sessions/t18446744073709551615/helper.sock");
