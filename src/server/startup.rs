@@ -43,9 +43,19 @@ pub async fn run(options: ServeOptions) -> Result<()> {
     let shutdown = termination()?;
     let hangups = upgrade::hangups()?;
     upgrade::unblock_signals()?;
-    let (unix, tcp) = listeners(&options).await?;
-    let upgrades = Upgrade::prepare(hangups, &unix, tcp.as_ref().map(|t| &t.listener))?;
-    super::serve_with(unix, tcp, config, shutdown, Some(upgrades)).await
+    let (unix, tcp, bound) = listeners(&options).await?;
+    let served = match Upgrade::prepare(hangups, &unix, tcp.as_ref().map(|t| &t.listener)) {
+        Ok(upgrades) => super::serve_with(unix, tcp, config, shutdown, Some(upgrades)).await,
+        Err(e) => Err(e),
+    };
+    // A daemon that could not start (its state directory locked or refused, ...) leaves no
+    // socket file behind for clients to find dead.
+    if served.is_err()
+        && let Some(path) = bound
+    {
+        let _ = std::fs::remove_file(path);
+    }
+    served
 }
 
 /// The configuration `options` name, with `--process-tracking` applied; none when only a check
@@ -88,10 +98,11 @@ pub(crate) fn termination() -> Result<impl Future<Output = ()> + Send + 'static>
 /// The listeners `options` ask for: the ones the previous image handed over (after an upgrade
 /// in place), else the socket systemd passed (socket activation), else one bound at the socket
 /// path (announced on stderr); and the TCP listener with its token when `listen_tcp` and
-/// `token_file` are both given (the token file is read again after an upgrade).
+/// `token_file` are both given (the token file is read again after an upgrade). The third is
+/// the socket path when this call bound it (and so may remove it when starting fails).
 pub(crate) async fn listeners(
     options: &ServeOptions,
-) -> Result<(UnixListener, Option<TcpServing>)> {
+) -> Result<(UnixListener, Option<TcpServing>, Option<PathBuf>)> {
     if let Some((unix, tcp)) = upgrade::inherited()? {
         tracing::info!("upgraded in place: serving the listeners the previous image handed over");
         let unix = UnixListener::from_std(unix).map_err(Error::io("registering the socket"))?;
@@ -108,26 +119,33 @@ pub(crate) async fn listeners(
             }
             _ => None,
         };
-        return Ok((unix, tcp));
+        return Ok((unix, tcp, None));
     }
-    let unix = match activated_listener()? {
+    let (unix, bound) = match activated_listener()? {
         Some(listener) => {
             tracing::info!("serving the socket passed by systemd socket activation");
-            listener
+            (listener, None)
         }
         None => {
             let path = options.socket.clone().unwrap_or_else(default_socket_path);
             let listener = bind(&path).map_err(|e| starting_on(&path.display().to_string(), e))?;
             eprintln!("ptyd: listening on {}", path.display());
-            listener
+            (listener, Some(path))
         }
+    };
+    let unbind = |e: Error| {
+        if let Some(path) = &bound {
+            let _ = std::fs::remove_file(path);
+        }
+        e
     };
     let tcp = match (options.listen_tcp, &options.token_file) {
         (Some(address), Some(token_file)) => {
-            let token = read_token_file(token_file)?;
+            let token = read_token_file(token_file).map_err(unbind)?;
             let listener = tokio::net::TcpListener::bind(address)
                 .await
-                .map_err(Error::io(format!("listening on tcp {address}")))?;
+                .map_err(Error::io(format!("listening on tcp {address}")))
+                .map_err(unbind)?;
             eprintln!(
                 "ptyd: also listening on tcp {} (bearer token required)",
                 listener.local_addr().unwrap_or(address)
@@ -136,7 +154,7 @@ pub(crate) async fn listeners(
         }
         _ => None,
     };
-    Ok((unix, tcp))
+    Ok((unix, tcp, bound))
 }
 
 /// `error` with "starting on PATH: " in front, keeping its kind (and so its status code).
@@ -174,7 +192,8 @@ mod tests {
             token_file: Some(token_file.clone()),
             ..Default::default()
         };
-        let (unix, tcp) = listeners(&options).await.expect("both listeners");
+        let (unix, tcp, bound) = listeners(&options).await.expect("both listeners");
+        assert_eq!(bound.as_deref(), Some(socket.as_path()), "bound here");
         assert_eq!(
             unix.local_addr().unwrap().as_pathname(),
             Some(socket.as_path())
@@ -207,6 +226,11 @@ mod tests {
         .expect("refused")
         .to_string();
         assert!(message.contains("readable by others"), "{message}");
+        // ... and the socket it had bound is gone again.
+        assert!(
+            !dir.path().join("other.sock").exists(),
+            "no socket file left"
+        );
     }
 
     #[test]
