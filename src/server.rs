@@ -262,7 +262,7 @@ pub(crate) async fn serve_with(
         };
         let address = listener.local_addr().ok();
         tracing::info!(?address, "also serving on TCP (bearer token required)");
-        let expected = format!("Bearer {token}");
+        let expected = token;
         let result = tonic::transport::Server::builder()
             .layer(tonic::service::InterceptorLayer::new(
                 move |request: tonic::Request<()>| check_bearer(request, &expected),
@@ -331,29 +331,37 @@ fn routes(
         .add_service(pb::terminals_server::TerminalsServer::new(terminals)))
 }
 
-/// The TCP listener's interceptor: the `authorization` metadata must be exactly `expected`
-/// (`Bearer <token>`), compared in constant time.
+/// The TCP listener's interceptor: the `authorization` metadata must be `Bearer <token>` with
+/// the daemon's token (the scheme in any case, RFC 7235), the token compared in constant time.
 fn check_bearer(
     request: tonic::Request<()>,
     expected: &str,
 ) -> std::result::Result<tonic::Request<()>, tonic::Status> {
-    let given = request
+    let value = request
         .metadata()
         .get("authorization")
         .map(|v| v.as_bytes())
         .unwrap_or_default();
-    let expected = expected.as_bytes();
-    let mut diff = given.len() ^ expected.len();
-    for (i, &b) in expected.iter().enumerate() {
-        diff |= usize::from(b ^ given.get(i).copied().unwrap_or(0));
-    }
-    if diff == 0 {
+    let token = match value.split_at_checked(7) {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case(b"bearer ") => token,
+        _ => b"",
+    };
+    if !token.is_empty() && same_in_constant_time(token, expected.as_bytes()) {
         Ok(request)
     } else {
         Err(tonic::Status::unauthenticated(
             "this TCP listener needs `authorization: Bearer <token>` with the daemon's token",
         ))
     }
+}
+
+/// Whether `given` is `expected`, taking as long whatever `given` is (of its length).
+fn same_in_constant_time(given: &[u8], expected: &[u8]) -> bool {
+    let mut diff = given.len() ^ expected.len();
+    for (i, &b) in expected.iter().enumerate() {
+        diff |= usize::from(b ^ given.get(i).copied().unwrap_or(0));
+    }
+    diff == 0
 }
 
 /// Peer-credential check: only the daemon's own uid (and root when configured) may connect.

@@ -767,9 +767,19 @@ async fn the_tcp_listener_needs_the_bearer_token() {
             (Some("Bearer wrong"), "a wrong token"),
             (Some("s3cret-token"), "the token without `Bearer`"),
             (Some("Bearer s3cret-token2"), "a longer token"),
+            (Some("Bearer s3cret-toke"), "a shorter token"),
+            (Some("Bearer "), "an empty token"),
+            (Some("Basic s3cret-token"), "another scheme"),
         ] {
             let s = with(token).list(list.clone()).await.expect_err(what);
             assert_eq!(s.code(), Code::Unauthenticated, "{what}: {s:?}");
+        }
+        // The scheme is case-insensitive (RFC 7235), as MCP HTTP takes it.
+        for token in ["bearer s3cret-token", "BEARER s3cret-token"] {
+            with(Some(token))
+                .list(list.clone())
+                .await
+                .unwrap_or_else(|s| panic!("{token}: {s:?}"));
         }
         // Health is behind the token too.
         let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
