@@ -4,6 +4,8 @@
 
 mod support;
 
+use std::os::unix::fs::MetadataExt;
+
 use ptyd::pb::JobStatus;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -328,6 +330,25 @@ async fn one_daemon_per_state_directory_and_ids_continue_across_daemons() {
             stderr.contains("already serves the state directory"),
             "{stderr}"
         );
+        assert!(
+            !dir.path().join("other.sock").exists(),
+            "the refused daemon left no socket file"
+        );
+        // What the session keeps is private to its user: directories 0700, the rest (the
+        // helper's socket, where a new daemon takes the session over, included) 0600.
+        let session = dir.path().join("state/ptyd/sessions/t1");
+        for entry in std::fs::read_dir(&session).unwrap() {
+            let entry = entry.unwrap();
+            let meta = entry.metadata().unwrap();
+            let want = if meta.is_dir() { 0o700 } else { 0o600 };
+            assert_eq!(
+                meta.mode() & 0o777,
+                want,
+                "{}",
+                entry.file_name().to_string_lossy()
+            );
+        }
+        assert!(session.join("helper.sock").exists());
 
         terminate(first).await;
         let sessions = dir.path().join("state/ptyd/sessions");

@@ -248,6 +248,9 @@ fn helper_main(argv: Vec<OsString>) -> ! {
         let path = PathBuf::from(path);
         let _ = std::fs::remove_file(&path);
         let listener = std::os::unix::net::UnixListener::bind(&path).ok()?;
+        // Only the daemon's user may take the session over (its directory is 0700 as well).
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).ok()?;
         Some(Adoption {
             listener,
             path,
