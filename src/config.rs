@@ -15,6 +15,8 @@ use std::time::Duration;
 /// The default history bound in lines (contract section 4: at least 1 000 000). With the default
 /// byte bound of 16 MiB, `seq 1 2000000` (about 13 MiB of text) is kept whole.
 pub const DEFAULT_HISTORY_LINES: u64 = 4_000_000;
+/// The history's byte bound unless configured.
+pub const DEFAULT_HISTORY_BYTES: usize = 16 << 20;
 
 /// A terminal type that `Open` can start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,7 +110,7 @@ impl Default for Config {
             cols: 120,
             rows: 40,
             history_lines: DEFAULT_HISTORY_LINES,
-            history_bytes: 16 << 20,
+            history_bytes: DEFAULT_HISTORY_BYTES,
             startup_timeout: Duration::from_secs(10),
             startup_idle: Duration::from_millis(1500),
             env_allowlist: [

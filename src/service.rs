@@ -436,13 +436,19 @@ impl Terminals {
             return 0;
         };
         let mut adopting = tokio::task::JoinSet::new();
-        for (files, record) in state.left_sessions() {
+        for (files, record, end) in state.left_sessions() {
             let tracking = self.config.process_tracking;
             adopting.spawn(async move {
                 let owner = record.owner.clone();
                 let jobs: Vec<String> = record.jobs.iter().map(|j| j.id.clone()).collect();
-                let handle = SessionHandle::adopt(files, record, tracking).await;
-                handle.map(|h| (owner, h, jobs))
+                let handle = SessionHandle::adopt(files, record, tracking).await?;
+                if end {
+                    // Taken over only to be ended: its processes and files go now.
+                    handle.close().await;
+                    tracing::info!(session = %handle.spec.id, "ended");
+                    return None;
+                }
+                Some((owner, handle, jobs))
             });
         }
         let mut adopted = 0;

@@ -148,33 +148,49 @@ impl StateDir {
         }
     }
 
-    /// Every session a previous daemon left, with its record, oldest first. A directory without
-    /// a readable record (a daemon killed while it opened the session) is removed.
-    pub(crate) fn left_sessions(&self) -> Vec<(SessionFiles, SessionRecord)> {
+    /// Every session a previous daemon left, with its record, oldest first, and whether it is
+    /// to be ended at once: one whose record cannot be read (a daemon killed while it wrote it,
+    /// a damaged file) gets a stand-in record, so its helper and processes can be taken over
+    /// and ended rather than left running unlisted. A directory not named as a session is
+    /// removed.
+    pub(crate) fn left_sessions(&self) -> Vec<(SessionFiles, SessionRecord, bool)> {
         let Ok(entries) = std::fs::read_dir(self.root.join("sessions")) else {
             return Vec::new();
         };
-        let mut found: Vec<(u64, SessionFiles, SessionRecord)> = Vec::new();
+        let mut found: Vec<(u64, SessionFiles, SessionRecord, bool)> = Vec::new();
         for entry in entries.flatten() {
             let files = SessionFiles { dir: entry.path() };
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(n) = name.strip_prefix('t').and_then(|n| n.parse().ok()) else {
+                tracing::warn!(dir = %files.dir.display(), "not a session's directory; removing it");
+                files.remove();
+                continue;
+            };
             match files.load() {
-                Ok(record) => {
-                    let n = record
-                        .id
-                        .trim_start_matches('t')
-                        .parse()
-                        .unwrap_or(u64::MAX);
-                    found.push((n, files, record));
+                Ok(mut record) if record.id == name => {
+                    let repaired = record.repair();
+                    if !repaired.is_empty() {
+                        tracing::warn!(session = %record.id, ?repaired,
+                            "the session's record held values no daemon writes; repaired");
+                    }
+                    found.push((n, files, record, false));
                 }
-                Err(e) => {
-                    tracing::warn!(dir = %files.dir.display(), error = %e,
-                        "a session left without a readable record; removing it");
-                    files.remove();
+                outcome => {
+                    let error = outcome.map_or_else(
+                        |e| e.to_string(),
+                        |r| format!("it names session {}", crate::validate::quoted(&r.id)),
+                    );
+                    tracing::warn!(session = %name, %error,
+                        "the session's record is unreadable; ending the session");
+                    found.push((n, files, SessionRecord::stand_in(&name), true));
                 }
             }
         }
-        found.sort_by_key(|(n, _, _)| *n);
-        found.into_iter().map(|(_, f, r)| (f, r)).collect()
+        found.sort_by_key(|(n, ..)| *n);
+        found
+            .into_iter()
+            .map(|(_, f, r, end)| (f, r, end))
+            .collect()
     }
 }
 

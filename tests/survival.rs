@@ -436,3 +436,68 @@ async fn a_journal_compacted_under_a_flood_still_rebuilds_the_session() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_record_is_unreadable_is_ended_at_once_and_a_bad_size_repaired() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-wreck-")
+            .tempdir()
+            .unwrap();
+        let (first, socket) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        // (session, what is done to its record)
+        let damage: [(&str, Option<&[u8]>); 3] = [
+            ("garbage", Some(b"{ not json")),
+            ("empty", Some(b"")),
+            ("removed", None),
+        ];
+        let mut wrecks = Vec::new();
+        for (what, _) in &damage {
+            let sid = open_in(&mut c, A, dir.path()).await;
+            run_ok(&mut c, A, &sid, "sleep 1000 &").await;
+            let shell = session_info(&mut c, A, &sid).await.unwrap().pid;
+            let helper = ptyd::process::procfs::ppid(shell as i32).unwrap() as u32;
+            let members: Vec<u32> = ptyd::process::procfs::live_descendants(helper as i32)
+                .into_iter()
+                .map(|p| p as u32)
+                .chain([helper])
+                .collect();
+            assert!(members.len() >= 3, "{what}: {members:?}");
+            wrecks.push((sid, members));
+        }
+        let sized = open_in(&mut c, A, dir.path()).await;
+        kill9(first).await;
+        let sessions = dir.path().join("state/ptyd/sessions");
+        for ((sid, _), (_, bytes)) in wrecks.iter().zip(damage) {
+            let record = sessions.join(sid).join("record.json");
+            match bytes {
+                Some(bytes) => std::fs::write(&record, bytes).unwrap(),
+                None => std::fs::remove_file(&record).unwrap(),
+            }
+        }
+        let record = sessions.join(&sized).join("record.json");
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+        json["cols"] = 0.into();
+        json["rows"] = 0.into();
+        std::fs::write(&record, serde_json::to_vec(&json).unwrap()).unwrap();
+
+        let (second, _) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        // Ended by the new daemon, not by the helpers' 15-minute grace.
+        for (sid, members) in &wrecks {
+            let (members, files) = (members.clone(), sessions.join(sid));
+            wait_until(PROCESS_DEADLINE, "no process or file of the wreck is left", move || {
+                let (members, files) = (members.clone(), files.clone());
+                async move { members.iter().all(|&p| !process_is_running(p)) && !files.exists() }
+            })
+            .await;
+        }
+        assert_eq!(ids(&mut c, A).await, [sized.clone()]);
+        // The zero size became a usable one: a word stays on one row.
+        assert_eq!(run_ok(&mut c, A, &sized, "echo alive").await, "alive");
+        terminate(second).await;
+    })
+    .await;
+}

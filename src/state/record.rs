@@ -63,9 +63,78 @@ pub(crate) struct JobRecord {
     pub(crate) wait: Option<(i64, u64)>,
 }
 
+/// The sizes a record may hold: those `Open` accepts.
+const COLS: std::ops::RangeInclusive<u16> = 20..=1000;
+const ROWS: std::ops::RangeInclusive<u16> = 5..=500;
+
+impl SessionRecord {
+    /// Makes a record that parsed but holds what no daemon writes usable: a size `Open` would
+    /// refuse (a zero one drew every character on a row of its own) becomes 80x24, and empty
+    /// history bounds the defaults. Returns what it changed, for the log.
+    pub(crate) fn repair(&mut self) -> Vec<&'static str> {
+        let mut repaired = Vec::new();
+        if !COLS.contains(&self.cols) || !ROWS.contains(&self.rows) {
+            (self.cols, self.rows) = (80, 24);
+            repaired.push("size");
+        }
+        if self.history_lines == 0 || self.history_bytes == 0 {
+            self.history_lines = crate::config::DEFAULT_HISTORY_LINES;
+            self.history_bytes = crate::config::DEFAULT_HISTORY_BYTES;
+            repaired.push("history bounds");
+        }
+        repaired
+    }
+
+    /// What stands for the record of session `id` when its own cannot be read: enough to take
+    /// the session over from its helper and end it at once (no agent owns it, so none can
+    /// reach it; leaving it running would keep processes nobody sees).
+    pub(crate) fn stand_in(id: &str) -> SessionRecord {
+        SessionRecord {
+            id: id.to_string(),
+            owner: String::new(),
+            name: id.to_string(),
+            type_name: String::new(),
+            cols: 80,
+            rows: 24,
+            created_unix_ms: 0,
+            cwd: PathBuf::from("/"),
+            integration: String::new(),
+            mark_key: None,
+            history_lines: 1000,
+            history_bytes: 1 << 20,
+            close_grace_ms: 500,
+            pid: 0,
+            jobs: Vec::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_no_daemon_writes_is_repaired_not_used_as_it_is() {
+        // (cols, rows, history lines, what is repaired)
+        let cases: [(u16, u16, u64, &[&str]); 5] = [
+            (120, 40, 1000, &[]),
+            (0, 0, 1000, &["size"]),
+            (120, 0, 1000, &["size"]),
+            (5000, 40, 1000, &["size"]),
+            (120, 40, 0, &["history bounds"]),
+        ];
+        for (cols, rows, lines, want) in cases {
+            let mut record = SessionRecord {
+                cols,
+                rows,
+                history_lines: lines,
+                ..SessionRecord::stand_in("t1")
+            };
+            assert_eq!(record.repair(), want, "{cols}x{rows} {lines}");
+            assert!(COLS.contains(&record.cols) && ROWS.contains(&record.rows));
+            assert!(record.history_lines > 0);
+        }
+    }
 
     #[test]
     fn a_record_round_trips_through_json() {
