@@ -13,6 +13,7 @@
 mod cut_body;
 mod deadline;
 mod drain;
+pub(crate) mod login_gate;
 mod refusal;
 mod startup;
 mod upgrade;
@@ -31,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::StreamExt;
-use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tokio_stream::wrappers::UnixListenerStream;
 
 /// The socket path: `--socket`/`PTYD_SOCKET` when given, else `$XDG_RUNTIME_DIR/ptyd/ptyd.sock`,
 /// else `/tmp/ptyd-$UID/ptyd.sock`.
@@ -263,15 +264,21 @@ pub(crate) async fn serve_with(
         let address = listener.local_addr().ok();
         tracing::info!(?address, "also serving on TCP (bearer token required)");
         let expected = token;
+        let gate = login_gate::LoginGate::default();
+        let authenticated = gate.clone();
         let result = tonic::transport::Server::builder()
             .layer(tonic::service::InterceptorLayer::new(
-                move |request: tonic::Request<()>| check_bearer(request, &expected),
+                move |request: tonic::Request<()>| {
+                    let request = check_bearer(request, &expected)?;
+                    authenticated.authenticated(request.remote_addr());
+                    Ok(request)
+                },
             ))
             .layer(drain::DrainLayer(drain.clone()))
             .layer(deadline::DeadlineLayer)
             .add_routes(routes.clone())
             .serve_with_incoming_shutdown(
-                TcpListenerStream::new(listener),
+                login_gate::incoming(gate, listener),
                 stop.clone().cancelled_owned(),
             )
             .await;

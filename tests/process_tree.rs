@@ -808,7 +808,57 @@ async fn the_tcp_listener_needs_the_bearer_token() {
         assert!(fr.rendered.starts_with("over-tcp\n"), "{}", fr.rendered);
         // The Unix socket needs no token.
         let mut local = ptyd::client::connect(&socket).await.expect("connect");
-        assert_eq!(list_ids(&mut local).await, vec![sid]);
+        assert_eq!(list_ids(&mut local).await, vec![sid.clone()]);
+
+        // 100 connections that never send a token: the daemon lets in 64 at a time (the rest
+        // wait in the backlog), closes each within 10 s, and holds no descriptor for the others.
+        let daemon = child.id().expect("runs");
+        let fds = || {
+            std::fs::read_dir(format!("/proc/{daemon}/fd"))
+                .unwrap()
+                .count()
+        };
+        let before = fds();
+        let mut idle = Vec::new();
+        for _ in 0..100 {
+            idle.push(
+                tokio::net::TcpStream::connect(&addr)
+                    .await
+                    .expect("connect"),
+            );
+        }
+        wait_until(
+            Duration::from_secs(5),
+            "64 connections are let in",
+            || async { fds() >= before + 64 },
+        )
+        .await;
+        assert!(
+            fds() <= before + 64 + 2,
+            "at most 64 held: {}",
+            fds() - before
+        );
+        // The connection already authenticated is not bound by any of it.
+        let listed = good.list(list.clone()).await.expect("List with the token");
+        assert_eq!(listed.into_inner().sessions.len(), 1);
+        let started = std::time::Instant::now();
+        for (i, conn) in idle.iter_mut().take(64).enumerate() {
+            // The server's HTTP/2 settings come first; then the connection ends.
+            use tokio::io::AsyncReadExt;
+            let mut sink = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(15), conn.read_to_end(&mut sink))
+                .await
+                .unwrap_or_else(|_| panic!("connection {i} is closed within 10 s"));
+            assert!(
+                sink.len() < 1024,
+                "{i}: no more than the settings: {read:?}"
+            );
+        }
+        assert!(
+            started.elapsed() >= Duration::from_secs(9),
+            "not before 10 s"
+        );
+        drop(idle);
         drop((good, local, channel));
         terminate(child).await;
     })

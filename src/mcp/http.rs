@@ -5,6 +5,8 @@
 //! never reaches the daemon. The token file and the admission decision are pure.
 
 use super::server::{AgentId, Shared, Terminals};
+use crate::server::login_gate::{GatedListener, Peer};
+use axum::extract::ConnectInfo;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -28,6 +30,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_millis(300);
 pub(crate) struct Guard {
     tokens: HashMap<String, String>,
     allowed_origins: Vec<String>,
+    /// What connections that have not authenticated may hold.
+    gate: crate::server::login_gate::LoginGate,
 }
 
 /// Why a request was refused.
@@ -67,6 +71,7 @@ impl Guard {
         Guard {
             tokens,
             allowed_origins,
+            gate: Default::default(),
         }
     }
 
@@ -162,6 +167,8 @@ pub(crate) fn read_tokens(path: &Path) -> Result<HashMap<String, String>, String
 async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
     match guard.admit(request.headers()) {
         Ok(agent) => {
+            let peer = request.extensions().get::<ConnectInfo<Peer>>();
+            guard.gate.authenticated(peer.map(|p| p.0.0));
             request.extensions_mut().insert(AgentId(agent));
             next.run(request).await
         }
@@ -187,6 +194,10 @@ pub(crate) async fn serve(
         .await
         .map_err(|e| format!("listening on {}: {e}", options.address))?;
     let local = listener.local_addr().unwrap_or(options.address);
+    let listener = GatedListener {
+        gate: options.guard.gate.clone(),
+        listener,
+    };
     let mut sessions = LocalSessionManager::default();
     let mut session_config = SessionConfig::default();
     session_config.keep_alive = Some(options.session_idle_timeout);
@@ -209,6 +220,7 @@ pub(crate) async fn serve(
     );
     eprintln!("ptyd mcp: serving MCP on http://{local}{PATH} (bearer token required)");
     let (signalled, stopping) = tokio::sync::oneshot::channel::<()>();
+    let router = router.into_make_service_with_connect_info::<Peer>();
     let serving = axum::serve(listener, router).with_graceful_shutdown(async move {
         shutdown.await;
         let _ = signalled.send(());
