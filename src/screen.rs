@@ -77,6 +77,8 @@ impl Terminal {
                 fast_path: true,
                 ground: true,
                 resting: None,
+                #[cfg(test)]
+                emulated: 0,
             }),
             sequences: Sequences::default(),
             recent: Vec::new(),

@@ -494,7 +494,7 @@ async fn a_session_whose_record_is_unreadable_is_ended_at_once_and_a_bad_size_re
             })
             .await;
         }
-        assert_eq!(ids(&mut c, A).await, [sized.clone()]);
+        assert_eq!(ids(&mut c, A).await, vec![sized.clone()]);
         // The zero size became a usable one: a word stays on one row.
         assert_eq!(run_ok(&mut c, A, &sized, "echo alive").await, "alive");
         terminate(second).await;
