@@ -44,6 +44,13 @@ pub struct MarkEvent {
     pub mark: Mark,
     /// Cursor position at the mark.
     pub at: Position,
+    /// For a command-end mark: the cursor's logical line as it stood when the mark arrived
+    /// (wrapped rows joined, trailing blanks trimmed). What the shell draws after the mark can
+    /// change that line before anything reads it: bash draws its prompt on it after output that
+    /// did not end in a newline, zsh returns to its start and draws the prompt over it, fish's
+    /// missing-newline sign follows the output and wraps onto the next row. `None` for other
+    /// marks, on the alternate screen, and for marks restored from a journal head.
+    pub line: Option<String>,
 }
 
 /// One session's terminal: feed it output, read lines and the screen.

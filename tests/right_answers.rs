@@ -631,3 +631,61 @@ async fn a_fresh_zsh_session_has_no_new_output() {
 async fn a_fresh_fish_session_has_no_new_output() {
     timed(a_fresh_session_has_no_new_output("fish")).await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Output without a final newline
+
+/// A command whose output has no final newline (`curl -w '%{http_code}'`) returns that output:
+/// not the prompt the shell draws on its row (bash), not the prompt drawn over it (zsh), not the
+/// missing-newline sign after it (fish). Racy before the fix (the prompt in the same read as the
+/// end mark): repeated.
+async fn output_without_a_final_newline(shell: &str) {
+    if !shell_available(shell) {
+        return;
+    }
+    let mut d = start_daemon().await;
+    let c = &mut d.client;
+    let sid = open_type(c, shell).await;
+    for i in 0..20 {
+        let text = format!("printf {i:03}");
+        assert_eq!(
+            at_prompt(c, &sid, &text, 0).await,
+            format!("{i:03}"),
+            "{shell}"
+        );
+    }
+    // A wait at the idle prompt finds nothing new (not the last output, not the prompt).
+    let (fr, rendered) = send_with(
+        c,
+        SendRequest {
+            submit: Some(false),
+            idle_ms: NO_IDLE,
+            ..send_request(A, &sid, "")
+        },
+    )
+    .await;
+    assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{shell}: {rendered}");
+    assert_eq!(fr.viewport, "", "{shell}: {rendered}");
+    // Output that ends with a newline, after one that did not, is as ever.
+    assert_eq!(
+        at_prompt(c, &sid, "echo after", 0).await,
+        "after",
+        "{shell}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_returns_output_without_a_final_newline() {
+    timed(output_without_a_final_newline("bash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_returns_output_without_a_final_newline() {
+    timed(output_without_a_final_newline("zsh")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fish_returns_output_without_a_final_newline() {
+    timed(output_without_a_final_newline("fish")).await;
+}

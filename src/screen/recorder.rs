@@ -133,7 +133,9 @@ impl vt100::Callbacks for Recorder {
                         self.replies_before_end = self.replies.len();
                     }
                     let at = cursor_position(screen, self);
-                    self.marks.push(MarkEvent { mark, at });
+                    let line = (matches!(mark, Mark::CommandEnd(_)) && !screen.alternate_screen())
+                        .then(|| cursor_line(screen, self));
+                    self.marks.push(MarkEvent { mark, at, line });
                 }
             }
         }
@@ -166,6 +168,35 @@ impl vt100::Callbacks for Recorder {
             _ => {}
         }
     }
+}
+
+/// The text of the cursor's logical line (wrapped rows joined, a history line the screen's first
+/// row continues included), trailing blanks trimmed: the line as `State::lines` would render it
+/// now. Read when a command-end mark arrives, before the prompt that follows redraws the line.
+pub(super) fn cursor_line(screen: &vt100::Screen, rec: &Recorder) -> String {
+    let (row, _) = screen.cursor_position();
+    let (height, cols) = screen.size();
+    let mut first = row;
+    while first > 0 && screen.row_wrapped(first - 1) {
+        first -= 1;
+    }
+    let mut last = row;
+    while last < height.get() - 1 && screen.row_wrapped(last) {
+        last += 1;
+    }
+    let mut text = String::new();
+    if first == 0 && rec.tail_wrapped() {
+        text.push_str(
+            rec.history
+                .line(rec.history.total_lines())
+                .unwrap_or_default(),
+        );
+    }
+    text.push_str(&screen.contents_between(first, 0, last, cols.get()));
+    let len = text.trim_end_matches(' ').len();
+    text.truncate(len);
+    xterm::show_malformed(&mut text);
+    text
 }
 
 /// The cursor's logical position given the screen and what has scrolled into history.

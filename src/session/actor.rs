@@ -71,6 +71,10 @@ pub(super) struct Actor {
     spin_until: Option<Instant>,
     /// Where the previous send's viewport ended.
     last_seen: Position,
+    /// That end line as the command-end mark found it, when the viewport ended at one.
+    last_seen_line: Option<String>,
+    /// The lines the newest command-end marks found the cursor on (see `view::EndLines`).
+    end_lines: view::EndLines,
     /// When the state was last published, and when a skipped update is due.
     last_publish: Instant,
     publish_due: Option<Instant>,
@@ -124,6 +128,8 @@ impl Actor {
             rest_due: None,
             spin_until: None,
             last_seen: Position::default(),
+            last_seen_line: None,
+            end_lines: view::EndLines::default(),
             last_publish: now,
             publish_due: None,
             watchers: Watchers::default(),
@@ -484,9 +490,16 @@ impl Actor {
             Some(ExitKind::Code(c)) => Some(c),
             _ => None,
         };
-        let (outcome, end) =
-            a.outcome(reason, &self.terminal, exit_code, self.status(), self.cwd());
+        let (outcome, end, end_line) = a.outcome(
+            reason,
+            &self.terminal,
+            &self.end_lines,
+            exit_code,
+            self.status(),
+            self.cwd(),
+        );
         self.last_seen = end;
+        self.last_seen_line = end_line;
         self.end_send(a.settle(outcome));
     }
 
@@ -497,7 +510,9 @@ impl Actor {
             let status = match outcome {
                 Ok(outcome) => {
                     let killed = kill.is_some();
-                    self.jobs.finish(&id, killed, self.last_seen, outcome);
+                    let end_line = self.last_seen_line.take();
+                    self.jobs
+                        .finish(&id, killed, self.last_seen, end_line, outcome);
                     if killed {
                         JobStatus::Killed
                     } else {

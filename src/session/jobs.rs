@@ -22,6 +22,8 @@ struct JobState {
     start: Option<Position>,
     /// Where its output ends, once finished.
     end: Option<Position>,
+    /// Its end line as the command-end mark found it (the prompt has redrawn it since).
+    end_line: Option<String>,
 }
 
 /// The session's jobs by id.
@@ -42,6 +44,7 @@ impl Jobs {
                 detail: String::new(),
                 start: None,
                 end: None,
+                end_line: None,
             },
         );
     }
@@ -56,8 +59,16 @@ impl Jobs {
         }
     }
 
-    /// Its send settled at `end` (`killed`: a JobKill was in progress).
-    pub(super) fn finish(&mut self, id: &str, killed: bool, end: Position, outcome: SendOutcome) {
+    /// Its send settled at `end`, whose line the end mark found reading `end_line` (`killed`:
+    /// a JobKill was in progress).
+    pub(super) fn finish(
+        &mut self,
+        id: &str,
+        killed: bool,
+        end: Position,
+        end_line: Option<String>,
+        outcome: SendOutcome,
+    ) {
         if let Some(job) = self.records.get_mut(id) {
             job.status = if killed {
                 JobStatus::Killed
@@ -65,6 +76,7 @@ impl Jobs {
                 JobStatus::Completed
             };
             job.end = Some(end);
+            job.end_line = end_line;
             job.outcome = Some(outcome);
         }
     }
@@ -103,7 +115,7 @@ impl Jobs {
                     Vec::new()
                 }
             }
-            (_, Some(end)) => region_lines(terminal, consumed, end),
+            (_, Some(end)) => region_lines(terminal, consumed, end, job.end_line.as_deref()),
             (_, None) => Vec::new(),
         };
         let now_consumed = match status {
@@ -168,6 +180,8 @@ impl Jobs {
                     detail: r.detail.clone(),
                     start: at(r.start),
                     end: at(r.end),
+                    // Not saved: an adopted job's end line reads as the screen has it.
+                    end_line: None,
                 },
             );
         }
@@ -211,7 +225,7 @@ mod tests {
         t.feed(b"ee\r\n");
         let end = t.cursor();
         t.feed(b"$ ");
-        jobs.finish("j1", false, end, outcome());
+        jobs.finish("j1", false, end, None, outcome());
         let second = jobs.report("j1", 65536, &t, true).expect("j1");
         assert_eq!(second.status, JobStatus::Completed);
         assert_eq!(second.output, "three");
@@ -245,7 +259,7 @@ mod tests {
         let t = Terminal::new(80, 10, 1000, 1 << 20);
         let mut jobs = Jobs::default();
         jobs.start("j1".into(), 1);
-        jobs.finish("j1", true, Position::default(), outcome());
+        jobs.finish("j1", true, Position::default(), None, outcome());
         assert_eq!(jobs.status("j1"), Some(JobStatus::Killed));
         jobs.start("j2".into(), 1);
         jobs.fail("j2", "writing failed".into());

@@ -81,33 +81,38 @@ impl ActiveSend {
         }
     }
 
-    /// The send's result for `reason`, and where its viewport ended. `exit_code` is the
-    /// program's, once it exited.
+    /// The send's result for `reason`, where its viewport ended, and the end line as the
+    /// command-end mark found it (`ends`: the lines the newest end marks found), when the
+    /// viewport ends at a mark. `exit_code` is the program's, once it exited.
     pub(super) fn outcome(
         &self,
         reason: WaitReason,
         terminal: &Terminal,
+        ends: &view::EndLines,
         exit_code: Option<i32>,
         status: Status,
         cwd: String,
-    ) -> (SendOutcome, Position) {
-        let (exit_code, end) = match (reason, self.span.end) {
-            (WaitReason::Prompt, Some(CommandEnd { exit_code, at })) => (exit_code, at),
-            (WaitReason::SessionExit, _) => (exit_code, terminal.cursor()),
-            _ => (None, terminal.cursor()),
+    ) -> (SendOutcome, Position, Option<String>) {
+        let (exit_code, end, end_line) = match (reason, self.span.end) {
+            (WaitReason::Prompt, Some(CommandEnd { exit_code, at })) => {
+                (exit_code, at, ends.at(at))
+            }
+            (WaitReason::SessionExit, _) => (exit_code, terminal.cursor(), None),
+            _ => (None, terminal.cursor(), None),
         };
         let start = self.span.start.unwrap_or(self.anchor);
         let lines = match self.span.ran_before {
             // Typeahead: the rest of the command that ran when the send began, then the typed
             // command's output; never the prompt and the echoed text between them.
             Some(before) if !terminal.alternate_screen() => {
-                let mut lines = view::region_lines(terminal, self.anchor.line, before);
+                let mut lines =
+                    view::region_lines(terminal, self.anchor.line, before, ends.at(before));
                 if self.span.start.is_some() {
-                    lines.extend(view::region_lines(terminal, start.line, end));
+                    lines.extend(view::region_lines(terminal, start.line, end, end_line));
                 }
                 lines
             }
-            _ => view::viewport(terminal, start.line, end),
+            _ => view::viewport(terminal, start.line, end, end_line),
         };
         let meta = outcome_meta(reason, exit_code, status, self.unwritten, self.input_len);
         let capped = render::with_meta(
@@ -126,7 +131,7 @@ impl ActiveSend {
             elapsed: self.started.elapsed(),
             rendered: capped.rendered,
         };
-        (outcome, end)
+        (outcome, end, end_line.map(str::to_owned))
     }
 
     pub(super) fn deadlines(&self) -> Deadlines {

@@ -346,14 +346,18 @@ impl Shell {
     }
 
     /// A send that writes nothing begins: the end it reports at once, if any (a command that
-    /// ended meanwhile, or an idle prompt, whose viewport ends at `last_seen`).
+    /// ended meanwhile, or an idle prompt, whose viewport is empty: it ends at the start of
+    /// `last_seen`'s line, which holds the prompt after output that had no final newline).
     pub(super) fn begin_wait(&mut self, last_seen: Position) -> Option<CommandEnd> {
         if let Some(done) = self.unreported.take() {
             return Some(done);
         }
         (self.at_prompt && self.integrated()).then_some(CommandEnd {
             exit_code: None,
-            at: last_seen,
+            at: Position {
+                col: 0,
+                ..last_seen
+            },
         })
     }
 

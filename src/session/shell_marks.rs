@@ -65,6 +65,7 @@ mod tests {
                     line: i as u64 + 1,
                     col: 2,
                 },
+                line: None,
             })
             .collect()
     }

@@ -108,13 +108,31 @@ fn retained_note(first: u64, total: u64, asked: u64, empty: bool) -> String {
 }
 
 /// Lines from `start` up to `end` (the end line only when the cursor had left column 0),
-/// trailing blank lines dropped.
-pub(super) fn region_lines(terminal: &Terminal, start: u64, end: Position) -> Vec<String> {
+/// trailing blank lines dropped. `end_line` is the end line as the command-end mark found it
+/// (`MarkEvent::line`): when known, it stands for the end line, which the prompt drawn after the
+/// mark may have overwritten (zsh) or extended (bash, fish) since.
+pub(super) fn region_lines(
+    terminal: &Terminal,
+    start: u64,
+    end: Position,
+    end_line: Option<&str>,
+) -> Vec<String> {
     if end.col == 0 && end.line <= start {
         return Vec::new();
     }
-    let last = if end.col == 0 { end.line - 1 } else { end.line };
-    let mut lines = terminal.lines(start, last);
+    let mut lines = match end_line {
+        Some(text) if end.col > 0 => {
+            let mut lines = terminal.lines(start, end.line - 1);
+            if end.line >= start {
+                lines.push(text.to_owned());
+            }
+            lines
+        }
+        _ => {
+            let last = if end.col == 0 { end.line - 1 } else { end.line };
+            terminal.lines(start, last)
+        }
+    };
     while lines.last().is_some_and(|l| l.is_empty()) {
         lines.pop();
     }
@@ -123,11 +141,45 @@ pub(super) fn region_lines(terminal: &Terminal, start: u64, end: Position) -> Ve
 
 /// A send's viewport: its output region, or the visible screen while a full-screen program
 /// shows.
-pub(super) fn viewport(terminal: &Terminal, start: u64, end: Position) -> Vec<String> {
+pub(super) fn viewport(
+    terminal: &Terminal,
+    start: u64,
+    end: Position,
+    end_line: Option<&str>,
+) -> Vec<String> {
     if terminal.alternate_screen() {
         terminal.visible_screen()
     } else {
-        region_lines(terminal, start, end)
+        region_lines(terminal, start, end, end_line)
+    }
+}
+
+/// The lines the newest command-end marks found the cursor on (`MarkEvent::line`), by the
+/// mark's position: a send settles on an end mark (or, typing ahead, also reports the end of
+/// the command that ran before it; a pure wait reports one that ended unwatched), and its
+/// viewport ends with that line as the mark found it, not as the prompt redrew it.
+#[derive(Debug, Default)]
+pub(super) struct EndLines(std::collections::VecDeque<(Position, String)>);
+
+impl EndLines {
+    /// Ends kept: a send needs at most two (the one it settles on, the one it typed ahead of).
+    const KEEP: usize = 4;
+
+    /// A command-end mark at `at` found the cursor's line reading `text`.
+    pub(super) fn push(&mut self, at: Position, text: String) {
+        if self.0.len() == Self::KEEP {
+            self.0.pop_front();
+        }
+        self.0.push_back((at, text));
+    }
+
+    /// The line the newest command-end mark at `at` found, if it is kept.
+    pub(super) fn at(&self, at: Position) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(p, _)| *p == at)
+            .map(|(_, text)| text.as_str())
     }
 }
 
@@ -277,21 +329,91 @@ mod tests {
         );
     }
 
+    /// The region from the start mark to the end mark of `stream`, fed as one read (the prompt
+    /// drawn after the end mark is in the terminal before anything reads it), at `cols`.
+    fn region_of(stream: &[u8], cols: u16) -> Vec<String> {
+        use crate::marks::Mark;
+        let mut t = Terminal::new(cols, 5, 1000, 1 << 20);
+        t.feed(stream);
+        let marks = t.take_marks();
+        let start = marks.iter().find(|e| e.mark == Mark::CommandStart).unwrap();
+        let end = marks
+            .iter()
+            .find(|e| matches!(e.mark, Mark::CommandEnd(_)))
+            .unwrap();
+        region_lines(&t, start.at.line, end.at, end.line.as_deref())
+    }
+
+    #[test]
+    fn output_without_a_final_newline_ends_where_its_end_mark_found_it() {
+        // (shell, what it wrote for `printf 002`, as read from a PTY): the prompt after the end
+        // mark shares the output's row (bash), returns to its start and overwrites it (zsh's
+        // PROMPT_CR), or follows a missing-newline sign that wraps onto the next row (fish).
+        let cases: &[(&str, &[u8])] = &[
+            (
+                "bash",
+                b"$ printf 002\r\n\x1b[?2004l\r\x1b]133;C\x07002\x1b]133;D;0\x07\x1b]7;file://vm/root\x07\x1b[?2004h\x1b]133;A\x07root@vm:~# \x1b]133;B\x07",
+            ),
+            (
+                "zsh",
+                b"vm# printf 002\x1b[?1l\x1b>\x1b[?2004l\r\r\n\x1b]133;C\x07002\x1b]133;D;0\x07\x1b]7;file://vm/root\x07\r\x1b[0m\x1b[27m\x1b[24m\x1b[J\x1b]133;A\x07vm# \x1b]133;B\x07\x1b[K\x1b[?1h\x1b=\x1b[?2004h",
+            ),
+            (
+                "fish",
+                b"# printf 002\r\n\x1b]133;C\x07\x1b[?2004l\x1b]0;printf 002\x07\x1b[30m\x1b(B\x1b[m\r002\x1b]133;D;0\x07\x1b[2m\xe2\x8f\x8e\x1b(B\x1b[m                                       \r\xe2\x8f\x8e \r\x1b[K\x1b]133;A\x07\x1b]7;file://vm/root\x07\x1b[?2004h\x1b]0;~\x07root@vm ~# \x1b[K",
+            ),
+        ];
+        for (shell, stream) in cases {
+            assert_eq!(region_of(stream, 40), ["002"], "{shell}");
+        }
+        // A last line longer than the screen is wide, and lines before it, stay whole.
+        let long = "x".repeat(50);
+        let stream = format!(
+            "$ cmd\r\n\x1b]133;C\x07first\r\n{long}\x1b]133;D;0\x07\x1b]133;A\x07$ \x1b]133;B\x07"
+        );
+        assert_eq!(region_of(stream.as_bytes(), 40), ["first", long.as_str()]);
+        let stream = format!("$ cmd\r\n\x1b]133;C\x07{long}\x1b]133;D;0\x07\r\x1b[J$ ");
+        assert_eq!(region_of(stream.as_bytes(), 40), [long.as_str()]);
+        // Output that ends with a newline is as before: the prompt's line is not the output's.
+        let stream: &[u8] =
+            b"$ cmd\r\n\x1b]133;C\x07002\r\n\x1b]133;D;0\x07\r\x1b[J\x1b]133;A\x07$ \x1b]133;B\x07";
+        assert_eq!(region_of(stream, 40), ["002"]);
+    }
+
+    #[test]
+    fn end_lines_are_found_by_their_mark() {
+        let at = |line, col| Position { line, col };
+        let mut ends = EndLines::default();
+        for n in 1..=6 {
+            ends.push(at(n, 3), format!("line {n}"));
+        }
+        assert_eq!(ends.at(at(6, 3)), Some("line 6"));
+        assert_eq!(ends.at(at(3, 3)), Some("line 3"));
+        assert_eq!(ends.at(at(2, 3)), None, "only the newest are kept");
+        assert_eq!(ends.at(at(6, 0)), None);
+        ends.push(at(6, 3), "again".into());
+        assert_eq!(
+            ends.at(at(6, 3)),
+            Some("again"),
+            "the newest end at a place"
+        );
+    }
+
     #[test]
     fn regions_end_before_an_untouched_cursor_line() {
         let t = terminal("$ ls\r\na\r\nb\r\n\r\n");
         let at = |line, col| Position { line, col };
         assert_eq!(
-            region_lines(&t, 2, at(5, 0)),
+            region_lines(&t, 2, at(5, 0), None),
             ["a", "b"],
             "blank tail dropped"
         );
         assert_eq!(
-            region_lines(&t, 2, at(3, 1)),
+            region_lines(&t, 2, at(3, 1), None),
             ["a", "b"],
             "cursor off column 0"
         );
-        assert_eq!(region_lines(&t, 2, at(2, 0)), Vec::<String>::new());
+        assert_eq!(region_lines(&t, 2, at(2, 0), None), Vec::<String>::new());
         assert_eq!(replay(&t, 1), ["b"]);
         assert_eq!(replay(&t, 0), Vec::<String>::new());
         assert_eq!(motd(&terminal("hello\r\n$ "), true), "hello");

@@ -101,7 +101,11 @@ pub(crate) fn decode(journal: &[u8]) -> io::Result<(Option<Restored>, usize)> {
                 line: *line,
                 col: *col,
             };
-            Ok(MarkEvent { mark, at })
+            Ok(MarkEvent {
+                mark,
+                at,
+                line: None,
+            })
         })
         .collect::<io::Result<_>>()?;
     let terminal = Checkpoint {
@@ -158,6 +162,7 @@ mod tests {
             .map(|(i, mark)| MarkEvent {
                 mark,
                 at: at(44 + i as u64, i as u32),
+                line: None,
             })
             .collect(),
         };

@@ -20,7 +20,10 @@ impl Actor {
         marks.extend(self.terminal.take_marks());
         let now = Instant::now();
         let mut last_start = None;
-        for event in &marks {
+        for event in &mut marks {
+            if let Some(line) = event.line.take() {
+                self.end_lines.push(event.at, line);
+            }
             self.shell_marks.push(event);
             if let MarkEffect::CommandStarted(at) =
                 self.shell.on_mark(&event.mark, event.at, now, None)

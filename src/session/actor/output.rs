@@ -42,7 +42,12 @@ impl Actor {
         self.forward(bytes);
         self.terminal.feed(bytes);
         // Marks first: a command-end mark drops the answers its command left unwritten.
-        for event in self.terminal.take_marks() {
+        for mut event in self.terminal.take_marks() {
+            // The line the end mark found goes to the viewport; the prompt drawn after the mark,
+            // in this very read, may have changed it on the screen already.
+            if let Some(line) = event.line.take() {
+                self.end_lines.push(event.at, line);
+            }
             self.shell_marks.push(&event);
             self.on_mark(&event.mark, event.at);
         }
