@@ -1046,6 +1046,20 @@ async fn http_requires_a_token_and_keeps_agents_apart() {
                 );
             }
         }
+        // A body that is not JSON is JSON-RPC's parse error, not a wrong content type.
+        let id = alice.id();
+        alice
+            .command(json!({"op": "fetch", "id": id, "url": server.url,
+                            "headers": {"content-type": "application/json", "accept": accept,
+                                        "authorization": "Bearer token-alice"},
+                            "body": "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\""}))
+            .await;
+        let response = alice.response(id).await.expect("fetch");
+        assert_eq!(response["status"], 400, "{response}");
+        let body: serde_json::Value =
+            serde_json::from_str(response["body"].as_str().expect("a body")).expect("JSON");
+        assert_eq!(body["error"]["code"], -32700, "{body}");
+        assert_eq!(body["jsonrpc"], "2.0", "{body}");
         drop(server.child);
     })
     .await;

@@ -170,10 +170,45 @@ async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: Next
             let peer = request.extensions().get::<ConnectInfo<Peer>>();
             guard.gate.authenticated(peer.map(|p| p.0.0));
             request.extensions_mut().insert(AgentId(agent));
-            next.run(request).await
+            let json = is_json(request.headers());
+            let response = next.run(request).await;
+            if json && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+                return parse_error(response).await;
+            }
+            response
         }
         Err(refusal) => refusal.into_response(),
     }
+}
+
+/// Whether a request says its body is JSON.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// rmcp answers a JSON body it cannot read as a JSON-RPC message with 415, which says the
+/// content type was wrong; the client needs JSON-RPC's parse error: 400 with code -32700 (and
+/// rmcp's reason in the message).
+async fn parse_error(response: Response) -> Response {
+    let reason = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32700, "message": format!("Parse error: {}", reason.trim())},
+    });
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// What `serve` needs beyond the shared state.
