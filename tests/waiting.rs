@@ -1391,6 +1391,50 @@ async fn a_signal_right_after_a_cancelled_send_interrupts_that_command() {
     .await;
 }
 
+/// A send cut by its caller's deadline leaves its command's output to the next send: the empty
+/// send returns `out1`, not the prompt and the echoed command above it. (The command waits on a
+/// FIFO the test opens, so it still runs when the deadline passes, and ends when the test says.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wait_after_a_send_cut_by_its_deadline_returns_the_commands_output() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let sid = open_type(&mut d.client, "bash", Path::new("/tmp"), &[]).await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("go");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        let mut c = d.client();
+        let command = format!("cat {} >/dev/null; echo out1", fifo.display());
+        let mut req = tonic::Request::new(SendRequest {
+            timeout_ms: 120_000,
+            ..sharp(&sid, &command)
+        });
+        req.set_timeout(Duration::from_secs(2));
+        let cut = c.send(req).await.expect_err("the deadline cuts the send");
+        // The server's answer, or the client's own timer when it fires first.
+        assert!(
+            matches!(cut.code(), Code::DeadlineExceeded | Code::Cancelled),
+            "{cut:?}"
+        );
+        wait_until(
+            Duration::from_secs(10),
+            "the cut send released the session",
+            || {
+                let mut c = d.client();
+                let sid = sid.clone();
+                async move { session_info(&mut c, A, &sid).await.is_some_and(|i| !i.busy) }
+            },
+        )
+        .await;
+        let open_fifo = tokio::task::spawn_blocking(move || std::fs::write(&fifo, b"go\n"));
+        let fr = expect_wait(&mut c, pure_wait(&sid, SEND_TIMEOUT_MS), WaitReason::Prompt).await;
+        open_fifo.await.unwrap().expect("write the FIFO");
+        assert_eq!(fr.exit_code, Some(0), "{fr:?}");
+        assert_eq!(fr.viewport, "out1", "{fr:?}");
+        d.stop().await;
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 8. An idle daemon uses no CPU
 

@@ -186,11 +186,7 @@ impl Actor {
                     None => break,
                 },
                 _ = caller_gone(&mut self.active), if self.active.is_some() => {
-                    // The caller hung up: stop waiting and release the reservation; what was
-                    // written stays written.
-                    self.active = None;
-                    self.shell.drop_input();
-                    self.publish();
+                    self.on_caller_gone();
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => self.on_timer(),
                 _ = tokio::task::yield_now(), if self.spinning() => self.read_now(),
@@ -319,6 +315,21 @@ impl Actor {
                 }
             }
         }
+    }
+
+    /// The caller of the send in flight hung up (or its deadline passed): stop waiting and
+    /// release the reservation; what was written stays written. Nobody saw the send's output, so
+    /// the next send's viewport starts where this one's did: at its command's start mark when
+    /// the command started (not before the prompt and the echoed line, where `last_seen` still
+    /// is), as a settled send leaves `last_seen` where its viewport ended.
+    fn on_caller_gone(&mut self) {
+        if let Some(a) = self.active.take()
+            && let Some(start) = a.span.start
+        {
+            self.last_seen = start;
+        }
+        self.shell.drop_input();
+        self.publish();
     }
 
     fn on_reply_written(&mut self, written: std::io::Result<usize>) {
