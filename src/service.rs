@@ -168,7 +168,7 @@ impl Terminals {
             owner: req.agent_id.clone(),
             grace: self.config.adoption_grace,
         });
-        let handle = SessionHandle::start(spec, persist).await?;
+        let (handle, not_kept) = SessionHandle::start(spec, persist).await?;
         let ready = handle.ready().await?;
         if let Status::Exited(_) = handle.state().status {
             let detail = render::tail_fit(&ready.motd, 400).to_owned();
@@ -184,7 +184,12 @@ impl Terminals {
             )));
         }
         self.registry.insert(reservation, handle.clone());
-        Ok(pb::open_response(self.info(&handle), &ready.motd, cap))
+        Ok(pb::open_response(
+            self.info(&handle),
+            &ready.motd,
+            not_kept.as_deref(),
+            cap,
+        ))
     }
 
     /// Resolves a requested cwd against the workspace root.

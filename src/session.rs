@@ -325,35 +325,36 @@ pub struct SessionHandle {
 
 impl SessionHandle {
     /// Spawns the program and its actor, kept in the state directory as `persist` says (when it
-    /// is given, or the journal cannot be made, the session simply ends with this daemon).
-    /// Fails when the program cannot be started.
+    /// is given, or the journal cannot be made, the session simply ends with this daemon; the
+    /// second value then says why it could not be kept). Fails when the program cannot be
+    /// started.
     pub(crate) async fn start(
         spec: SessionSpec,
         persist: Option<Persist>,
-    ) -> Result<SessionHandle> {
+    ) -> Result<(SessionHandle, Option<String>)> {
         // Files and mappings are made off the async workers: a burst of Opens must not stall
         // the daemon's other sessions and RPCs on the filesystem.
         let id = spec.id.clone();
-        let (persist, journal) = match persist {
+        let (persist, journal, not_kept) = match persist {
             Some(p) => tokio::task::spawn_blocking(move || {
                 let made = p
                     .files
                     .create()
                     .and_then(|()| crate::state::journal::Journal::create(&p.files.journal()));
-                let journal = made
-                    .inspect_err(|e| {
+                match made {
+                    Ok(journal) => (Some(p), Some(journal), None),
+                    Err(e) => {
                         tracing::warn!(session = %id, error = %e,
                             "cannot keep the session in the state directory; it ends with this daemon");
                         p.files.remove();
-                    })
-                    .ok();
-                (Some(p), journal)
+                        (None, None, Some(e.to_string()))
+                    }
+                }
             })
             .await
-            .unwrap_or((None, None)),
-            None => (None, None),
+            .unwrap_or_else(|e| (None, None, Some(e.to_string()))),
+            None => (None, None, None),
         };
-        let persist = persist.filter(|_| journal.is_some());
         let adoption = persist
             .as_ref()
             .map(|p| crate::process::pty::AdoptionSocket {
@@ -418,7 +419,10 @@ impl SessionHandle {
             store,
             replay: None,
         };
-        Ok(SessionHandle::run(spec, pty, created_unix_ms, kept))
+        Ok((
+            SessionHandle::run(spec, pty, created_unix_ms, kept),
+            not_kept,
+        ))
     }
 
     /// Serves a session a previous daemon left in the state directory: takes its terminal over

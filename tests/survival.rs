@@ -6,7 +6,7 @@ mod support;
 
 use std::os::unix::fs::MetadataExt;
 
-use ptyd::pb::JobStatus;
+use ptyd::pb::{JobStatus, OpenRequest};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -498,6 +498,54 @@ async fn a_session_whose_record_is_unreadable_is_ended_at_once_and_a_bad_size_re
         // The zero size became a usable one: a word stays on one row.
         assert_eq!(run_ok(&mut c, A, &sized, "echo alive").await, "alive");
         terminate(second).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_the_state_directory_cannot_keep_says_so_in_its_result() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-unkept-")
+            .tempdir()
+            .unwrap();
+        let (daemon, socket) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        // Where t1's files would go, a file: the state directory cannot keep t1 (as on a full
+        // disk, where the journal cannot be made).
+        std::fs::write(dir.path().join("state/ptyd/sessions/t1"), b"in the way").unwrap();
+        let opened = open_with(
+            &mut c,
+            OpenRequest {
+                agent_id: A.into(),
+                env: [("HOME".to_string(), dir.path().display().to_string())].into(),
+                ..Default::default()
+            },
+        )
+        .await;
+        assert_eq!(opened.session.as_ref().unwrap().session_id, "t1");
+        assert!(!opened.not_kept.is_empty(), "{opened:?}");
+        let second_line = opened.rendered.lines().nth(1).unwrap_or_default();
+        assert!(
+            second_line.starts_with("[warning: the state directory cannot keep this session (")
+                && second_line.ends_with("it ends with this daemon]"),
+            "{}",
+            opened.rendered
+        );
+        // It works all the same, and one the directory can keep has no warning.
+        assert_eq!(run_ok(&mut c, A, "t1", "echo works").await, "works");
+        let kept = open_with(
+            &mut c,
+            OpenRequest {
+                agent_id: A.into(),
+                env: [("HOME".to_string(), dir.path().display().to_string())].into(),
+                ..Default::default()
+            },
+        )
+        .await;
+        assert!(kept.not_kept.is_empty(), "{kept:?}");
+        assert!(!kept.rendered.contains("[warning:"), "{}", kept.rendered);
+        terminate(daemon).await;
     })
     .await;
 }

@@ -32,14 +32,26 @@ pub(crate) fn session_info(
     }
 }
 
-/// `Open`'s answer: "started terminal session t1 (name) [type: shell]", then the startup output,
-/// whose tail is kept within what `cap` leaves after that header.
-pub(crate) fn open_response(session: SessionInfo, full_motd: &str, cap: usize) -> OpenResponse {
+/// `Open`'s answer: "started terminal session t1 (name) [type: shell]", a warning when the
+/// session could not be kept in the state directory (`not_kept`: why), then the startup output,
+/// whose tail is kept within what `cap` leaves after them.
+pub(crate) fn open_response(
+    session: SessionInfo,
+    full_motd: &str,
+    not_kept: Option<&str>,
+    cap: usize,
+) -> OpenResponse {
     let mut header = format!("started terminal session {}", session.session_id);
     if !session.name.is_empty() {
         header.push_str(&format!(" ({})", session.name));
     }
     header.push_str(&format!(" [type: {}]", session.r#type));
+    if let Some(why) = not_kept {
+        header.push_str(&format!(
+            "\n[warning: the state directory cannot keep this session ({why}); it ends with \
+             this daemon]"
+        ));
+    }
     let budget = cap.saturating_sub(header.len() + 1);
     let motd = render::tail_fit(full_motd, budget).to_owned();
     let motd_truncated = motd.len() < full_motd.len();
@@ -53,6 +65,7 @@ pub(crate) fn open_response(session: SessionInfo, full_motd: &str, cap: usize) -
         session: Some(session),
         motd,
         motd_truncated,
+        not_kept: not_kept.unwrap_or_default().to_owned(),
     }
 }
 
@@ -237,7 +250,7 @@ mod tests {
             ),
         ];
         for (motd, cap, rendered, truncated) in table {
-            let r = open_response(info("t1", "main", None), motd, cap);
+            let r = open_response(info("t1", "main", None), motd, None, cap);
             assert_eq!(r.rendered, rendered, "{motd:?} in {cap}");
             assert_eq!(r.motd_truncated, truncated, "{motd:?} in {cap}");
             assert!(r.rendered.len() <= cap);
