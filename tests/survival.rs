@@ -513,7 +513,10 @@ async fn an_open_the_state_directory_cannot_keep_says_so_in_its_result() {
         let mut c = ptyd::client::connect(&socket).await.unwrap();
         // Where t1's files would go, a file: the state directory cannot keep t1 (as on a full
         // disk, where the journal cannot be made).
-        std::fs::write(dir.path().join("state/ptyd/sessions/t1"), b"in the way").unwrap();
+        // Once it serves (a socket that accepts may not have its state directory yet).
+        assert!(ids(&mut c, A).await.is_empty());
+        let sessions = dir.path().join("state/ptyd/sessions");
+        std::fs::write(sessions.join("t1"), b"in the way").unwrap();
         let opened = open_with(
             &mut c,
             OpenRequest {
