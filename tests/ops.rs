@@ -189,7 +189,10 @@ async fn an_inherited_socket_answers_a_client_that_connected_before_the_daemon_s
 async fn systemd_socket_activate_starts_the_daemon_on_the_first_connection() {
     let Some(activate) = ptyd::config::find_program("systemd-socket-activate") else {
         // .ci/run installs systemd; elsewhere the inherited-fd test above covers activation.
-        eprintln!("skipped: systemd-socket-activate is not installed");
+        cannot_run_here(
+            "systemd_socket_activate_starts_the_daemon_on_the_first_connection",
+            "systemd-socket-activate is not installed",
+        );
         return;
     };
     timed(async {

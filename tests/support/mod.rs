@@ -567,3 +567,23 @@ pub async fn job_to_end(
         }
     }
 }
+
+/// A test that cannot run on this machine says why and returns: elsewhere a skip, but under CI
+/// (`CI` set), where `.ci/run` installs what the tests need, a failure.
+pub fn cannot_run_here(test: &str, why: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test} must run under CI, but {why}"
+    );
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+/// The pids of a session's processes: its helper (the shell's parent) and everything under it.
+pub fn session_processes(shell: u32) -> Vec<u32> {
+    let helper = ptyd::process::procfs::ppid(shell as i32).expect("the shell's parent");
+    ptyd::process::procfs::live_descendants(helper)
+        .into_iter()
+        .map(|p| p as u32)
+        .chain([helper as u32])
+        .collect()
+}
