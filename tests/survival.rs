@@ -264,12 +264,7 @@ async fn the_grace_ends_an_unadopted_session_and_a_restart_within_it_adopts() {
         let sid = open_in(&mut c, A, dir.path()).await;
         run_ok(&mut c, A, &sid, "sleep 1000 &").await;
         let shell = session_info(&mut c, A, &sid).await.unwrap().pid;
-        let helper = ptyd::process::procfs::ppid(shell as i32).unwrap() as u32;
-        let members: Vec<u32> = ptyd::process::procfs::live_descendants(helper as i32)
-            .into_iter()
-            .map(|p| p as u32)
-            .chain([helper])
-            .collect();
+        let members = session_processes(shell);
         assert!(members.len() >= 3, "{members:?}");
         kill9(first).await;
         let killed = Instant::now();
@@ -457,12 +452,7 @@ async fn a_session_whose_record_is_unreadable_is_ended_at_once_and_a_bad_size_re
             let sid = open_in(&mut c, A, dir.path()).await;
             run_ok(&mut c, A, &sid, "sleep 1000 &").await;
             let shell = session_info(&mut c, A, &sid).await.unwrap().pid;
-            let helper = ptyd::process::procfs::ppid(shell as i32).unwrap() as u32;
-            let members: Vec<u32> = ptyd::process::procfs::live_descendants(helper as i32)
-                .into_iter()
-                .map(|p| p as u32)
-                .chain([helper])
-                .collect();
+            let members = session_processes(shell);
             assert!(members.len() >= 3, "{what}: {members:?}");
             wrecks.push((sid, members));
         }
