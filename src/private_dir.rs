@@ -71,10 +71,18 @@ pub(crate) fn check_socket(path: &Path) -> Result<()> {
 
 /// `uid 1002 (alice)`, or `uid 1002` for a uid without a name.
 fn owner_name(uid: u32) -> String {
-    match nix::unistd::User::from_uid(uid.into()) {
-        Ok(Some(user)) => format!("uid {uid} ({})", user.name),
-        _ => format!("uid {uid}"),
+    match user_name(uid) {
+        Some(name) => format!("uid {uid} ({name})"),
+        None => format!("uid {uid}"),
     }
+}
+
+/// The name the user database gives `uid`, if any.
+pub(crate) fn user_name(uid: u32) -> Option<String> {
+    nix::unistd::User::from_uid(uid.into())
+        .ok()
+        .flatten()
+        .map(|user| user.name)
 }
 
 #[cfg(test)]

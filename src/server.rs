@@ -353,7 +353,7 @@ fn check_bearer(
         Some((scheme, token)) if scheme.eq_ignore_ascii_case(b"bearer ") => token,
         _ => b"",
     };
-    if !token.is_empty() && same_in_constant_time(token, expected.as_bytes()) {
+    if !token.is_empty() && constant_time_eq(token, expected.as_bytes()) {
         Ok(request)
     } else {
         Err(tonic::Status::unauthenticated(
@@ -362,13 +362,13 @@ fn check_bearer(
     }
 }
 
-/// Whether `given` is `expected`, taking as long whatever `given` is (of its length).
-fn same_in_constant_time(given: &[u8], expected: &[u8]) -> bool {
-    let mut diff = given.len() ^ expected.len();
-    for (i, &b) in expected.iter().enumerate() {
-        diff |= usize::from(b ^ given.get(i).copied().unwrap_or(0));
+/// Whether two tokens are equal, in time that does not depend on where they differ (a
+/// length that differs answers at once: only the content is secret).
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
     }
-    diff == 0
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Peer-credential check: only the daemon's own uid (and root when configured) may connect.

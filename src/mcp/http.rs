@@ -5,6 +5,7 @@
 //! never reaches the daemon. The token file and the admission decision are pure.
 
 use super::server::{AgentId, Shared, Terminals};
+use crate::server::constant_time_eq;
 use crate::server::login_gate::{GatedListener, Peer};
 use axum::extract::ConnectInfo;
 use axum::extract::{Request, State};
@@ -101,13 +102,6 @@ impl Guard {
         }
         found.ok_or(Refusal::Unauthenticated)
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// `http://localhost:3000`, `https://127.0.0.1`, `http://[::1]:8080` (lower-cased).

@@ -28,13 +28,10 @@ const GRPC_PERMISSION_DENIED: u8 = 7;
 
 /// The refusal's words: who owns the daemon, who asked, and what to do instead.
 pub(crate) fn message(owner_uid: u32, peer_uid: Option<u32>, allow_root_hint: bool) -> String {
-    let owner = nix::unistd::User::from_uid(owner_uid.into())
-        .ok()
-        .flatten()
-        .map_or_else(
-            || format!("uid {owner_uid}"),
-            |u| format!("{} (uid {owner_uid})", u.name),
-        );
+    let owner = crate::private_dir::user_name(owner_uid).map_or_else(
+        || format!("uid {owner_uid}"),
+        |name| format!("{name} (uid {owner_uid})"),
+    );
     let peer = peer_uid.map_or_else(|| "an unknown user".to_owned(), |u| format!("uid {u}"));
     let mut text = format!(
         "this ptyd socket belongs to {owner} and serves only that user; the connection came \
