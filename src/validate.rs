@@ -73,26 +73,31 @@ pub(crate) const MAX_QUOTED: usize = 200;
 /// `value` quoted for a message or a log line: as `{:?}` shows it, at most `MAX_QUOTED` bytes of
 /// it (cut at a character boundary), then `…` when cut.
 pub(crate) fn quoted(value: &str) -> String {
-    if value.len() <= MAX_QUOTED {
-        return format!("{value:?}");
+    let head = head(value);
+    if head.len() == value.len() {
+        format!("{value:?}")
+    } else {
+        format!("{head:?}…")
     }
-    let mut end = MAX_QUOTED;
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{:?}…", &value[..end])
 }
 
 /// `value` as a log field: itself up to `MAX_QUOTED` bytes, else its head and `…`.
 pub(crate) fn clipped(value: &str) -> std::borrow::Cow<'_, str> {
-    if value.len() <= MAX_QUOTED {
-        return std::borrow::Cow::Borrowed(value);
+    let head = head(value);
+    if head.len() == value.len() {
+        std::borrow::Cow::Borrowed(value)
+    } else {
+        std::borrow::Cow::Owned(format!("{head}…"))
     }
-    let mut end = MAX_QUOTED;
+}
+
+/// The first `MAX_QUOTED` bytes of `value`, fewer to end at a character boundary.
+fn head(value: &str) -> &str {
+    let mut end = value.len().min(MAX_QUOTED);
     while !value.is_char_boundary(end) {
         end -= 1;
     }
-    std::borrow::Cow::Owned(format!("{}…", &value[..end]))
+    &value[..end]
 }
 
 /// `max_result_bytes`, defaulted.
