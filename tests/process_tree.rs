@@ -744,6 +744,17 @@ async fn the_tcp_listener_needs_the_bearer_token() {
             &[],
         )
         .await;
+        // The daemon answers on its socket a moment before its TCP listener is bound.
+        let tcp = addr.clone();
+        wait_until(
+            Duration::from_secs(10),
+            "the TCP listener is bound",
+            move || {
+                let tcp = tcp.clone();
+                async move { tokio::net::TcpStream::connect(&tcp).await.is_ok() }
+            },
+        )
+        .await;
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
             .unwrap()
             .connect()
