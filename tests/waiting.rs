@@ -770,6 +770,19 @@ async fn prompt_line(c: &mut Client, sid: &str) -> String {
         .to_string()
 }
 
+/// Waits until the screen's last line, the prompt, satisfies `drawn`. A send settles on the
+/// shell's marks, and bash, zsh and fish draw their prompt just after them: the prompt may land
+/// a moment after the send returned.
+async fn wait_for_prompt(d: &Daemon, sid: &str, what: &str, drawn: impl Fn(&str) -> bool) {
+    let watching = d.client();
+    let drawn = &drawn;
+    wait_until(Duration::from_secs(10), what, || {
+        let (mut c, sid) = (watching.clone(), sid.to_owned());
+        async move { drawn(&prompt_line(&mut c, &sid).await) }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bashrc_that_rewrites_prompt_command_and_ps1_keeps_its_prompt_and_the_marks() {
     timed(async {
@@ -788,11 +801,11 @@ PROMPT_COMMAND="__rc_prompt${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
         let home_str = home.path().to_str().unwrap();
         let sid = open_type(c, "bash", home.path(), &[("HOME", home_str)]).await;
         assert_eq!(run_ok(c, A, &sid, "echo $RC_LOADED").await, "yes");
-        let before = prompt_line(c, &sid).await;
-        assert!(
-            before.starts_with("rc[") && before.ends_with(":0]$"),
-            "the user's prompt is drawn: {before:?}"
-        );
+        wait_for_prompt(&d, &sid, "the user's prompt is drawn", |p| {
+            p.starts_with("rc[") && p.ends_with(":0]$")
+        })
+        .await;
+        let c = &mut d.client;
         for (cmd, code, out) in [
             ("echo one", 0, "one"),
             ("false", 1, ""),
@@ -806,11 +819,10 @@ PROMPT_COMMAND="__rc_prompt${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
         // The user's prompt saw the real status of the previous command.
         let fr = expect_wait(c, sharp(&sid, "false"), WaitReason::Prompt).await;
         assert_eq!(fr.exit_code, Some(1));
-        let after = prompt_line(c, &sid).await;
-        assert!(
-            after.starts_with("rc[") && after.ends_with(":1]$"),
-            "the user's prompt still shows and sees $?: {after:?}"
-        );
+        wait_for_prompt(&d, &sid, "the user's prompt still shows and sees $?", |p| {
+            p.starts_with("rc[") && p.ends_with(":1]$")
+        })
+        .await;
         d.stop().await;
     })
     .await;
@@ -887,11 +899,10 @@ precmd() { local s=$?; PS1="zrc[$s]%# "; }
             assert_eq!(fr.exit_code, Some(code), "{cmd}: {fr:?}");
             assert_eq!(fr.viewport, out, "{cmd}: no prompt text in the viewport");
         }
-        let prompt = prompt_line(c, &sid).await;
-        assert!(
-            prompt.starts_with("zrc[5]"),
-            "the user's prompt is drawn and sees $?: {prompt:?}"
-        );
+        wait_for_prompt(&d, &sid, "the user's prompt is drawn and sees $?", |p| {
+            p.starts_with("zrc[5]")
+        })
+        .await;
         d.stop().await;
     })
     .await;
@@ -925,16 +936,11 @@ function fish_prompt; set -l s $status; echo -n "frc[$s]> "; end
             assert_eq!(fr.exit_code, Some(code), "{cmd}: {fr:?}");
             assert_eq!(fr.viewport, out, "{cmd}: no prompt text in the viewport");
         }
-        // fish emits its prompt-start mark before it draws the prompt, so the prompt may land
-        // just after the send returned.
-        let watching = d.client();
-        wait_until(
-            Duration::from_secs(10),
+        wait_for_prompt(
+            &d,
+            &sid,
             "the user's prompt is drawn and sees $status",
-            || {
-                let (mut c, sid) = (watching.clone(), sid.clone());
-                async move { prompt_line(&mut c, &sid).await.starts_with("frc[5]>") }
-            },
+            |p| p.starts_with("frc[5]>"),
         )
         .await;
         d.stop().await;
