@@ -1441,6 +1441,74 @@ async fn the_wait_after_a_send_cut_by_its_deadline_returns_the_commands_output()
     .await;
 }
 
+/// CPU-bound loops that keep every core busy while they live, so that a shell is scheduled late
+/// (the windows the signal tests look for open only on a busy machine).
+struct BusyLoops(Vec<std::process::Child>);
+
+impl BusyLoops {
+    fn start() -> BusyLoops {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        BusyLoops(
+            (0..3 * cores)
+                .map(|_| {
+                    std::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("start a busy loop")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A send right after `Signal` waits for what the signal ends. At bash's idle prompt, bash
+/// reads on until it has handled the interrupt, then throws away what it read: written at once,
+/// `echo rN` lost its first bytes (`cho: command not found`) or all of them. To a running
+/// `sleep 100`, the text came before the command's end mark and was refused as typeahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_right_after_a_signal_waits_for_what_the_signal_ends() {
+    timed(async {
+        let mut d = start_daemon().await;
+        let sid = open_type(&mut d.client, "bash", Path::new("/tmp"), &[]).await;
+        let _load = BusyLoops::start();
+        for round in 0..20 {
+            let c = &mut d.client;
+            signal(c, &sid, "SIGINT").await;
+            let fr = expect_wait(
+                c,
+                sharp(&sid, &format!("echo r{round}")),
+                WaitReason::Prompt,
+            )
+            .await;
+            assert_eq!(fr.exit_code, Some(0), "round {round}: {fr:?}");
+            assert_eq!(fr.viewport, format!("r{round}"), "round {round}: {fr:?}");
+        }
+        for round in 0..10 {
+            send_and_hang_up(&d, &sid, "sleep 100", |i| i.busy && i.foreground == "sleep").await;
+            let c = &mut d.client;
+            signal(c, &sid, "SIGINT").await;
+            let (fr, rendered) = c
+                .send(sharp(&sid, "echo after"))
+                .await
+                .map(|r| foreground(r.into_inner()))
+                .unwrap_or_else(|s| panic!("round {round}: refused: {s:?}"));
+            assert_eq!(fr.exit_code, Some(0), "round {round}: {rendered}");
+            assert_eq!(fr.viewport, "after", "round {round}: {rendered}");
+        }
+        d.stop().await;
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 8. An idle daemon uses no CPU
 

@@ -13,7 +13,9 @@ use super::capture::Capture;
 use super::jobs::Jobs;
 use super::kill::JobKill;
 use super::probe::ProbeSchedule;
-use super::send::{ActiveSend, ActiveSink, JobEnd, StreamSink, caller_gone, line_limit_refusal};
+use super::send::{
+    ActiveSend, ActiveSink, JobEnd, StreamSink, busy_error, caller_gone, line_limit_refusal,
+};
 use super::shell::{FirstWrite, MarkEffect, Shell, Write, printable, typeahead_refusal};
 use super::shell_marks::ShellMarks;
 use super::watchers::Watchers;
@@ -56,6 +58,10 @@ pub(super) struct Actor {
     /// The master hung up: no process holds the terminal any more.
     eof: bool,
     active: Option<ActiveSend>,
+    /// A send with input that came right after a signal: it begins (is judged, refused as
+    /// typeahead or written) once the shell answered the signal, or the grace passed (see
+    /// `Shell::signal_gate`).
+    deferred: Option<(SendInput, Sink)>,
     /// Where the shell is and what input waits to be written.
     shell: Shell,
     /// When the stdin probe runs, and what it judges a reader against.
@@ -121,6 +127,7 @@ impl Actor {
             exit: None,
             eof: false,
             active: None,
+            deferred: None,
             probe: ProbeSchedule::new(now),
             ready_waiters: Vec::new(),
             ready: false,
@@ -213,9 +220,14 @@ impl Actor {
         let prompt_gate = self.shell.write_deadline(now);
         let rest = self.rest_due.filter(|_| self.active.is_none());
         let signals = self.signals.next_check(now);
+        let deferred = self
+            .deferred
+            .as_ref()
+            .and_then(|_| self.shell.signal_gate(now));
         [
             startup,
             send,
+            deferred,
             probe,
             self.publish_due,
             prompt_gate,
@@ -376,7 +388,7 @@ impl Actor {
             Command::Read(query, reply) => {
                 let _ = reply.send(view::read(&self.terminal, query));
             }
-            Command::Send(input, sink) => self.begin_send(input, sink),
+            Command::Send(input, sink) => self.on_send(input, sink),
             Command::Watch(replay, reply) => {
                 let lines = view::replay(&self.terminal, replay);
                 let _ = reply.send((lines, self.watchers.subscribe()));
@@ -395,7 +407,7 @@ impl Actor {
         }
     }
 
-    fn begin_send(&mut self, input: SendInput, sink: Sink) {
+    pub(super) fn begin_send(&mut self, input: SendInput, sink: Sink) {
         let mut types_ahead = false;
         let refusal = if let Some(a) = &self.active {
             Some(a.busy_error(&self.spec.id))
@@ -472,6 +484,7 @@ impl Actor {
     fn evaluate(&mut self) {
         self.deliver_signals();
         let now = Instant::now();
+        self.begin_deferred_send(now);
         if !self.ready
             && (self.exit.is_some()
                 || now >= self.startup_deadline
@@ -599,7 +612,7 @@ impl Actor {
         self.last_publish = Instant::now();
         self.publish_due = None;
         let total_lines = self.terminal.total_lines();
-        let busy = self.active.is_some();
+        let busy = self.active.is_some() || self.deferred.is_some();
         let status = self.status();
         let last = unix_ms(SystemTime::now() - self.last_output.elapsed());
         self.state.send_modify(|s| {
@@ -614,6 +627,9 @@ impl Actor {
         if let Some(a) = self.active.take() {
             let error = Error::session_not_found(&self.spec.id);
             self.end_send(a.fail(error));
+        }
+        if let Some((_, sink)) = self.deferred.take() {
+            sink.refuse(Error::session_not_found(&self.spec.id));
         }
         // Every process of the session, its helper included, is gone when this returns.
         self.pty.terminate(self.spec.close_grace).await;

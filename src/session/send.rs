@@ -165,15 +165,7 @@ impl ActiveSend {
 
     /// The refusal a second send gets while this one is in flight.
     pub(super) fn busy_error(&self, session: &str) -> Error {
-        match self.job_id() {
-            Some(id) => Error::FailedPrecondition(format!(
-                "terminal session {session} is busy with background job {id}; {}",
-                crate::error::advice::JOB
-            )),
-            None => Error::FailedPrecondition(format!(
-                "terminal session {session} is busy with another send; wait for it to return"
-            )),
-        }
+        busy_error(session, self.job_id())
     }
 
     /// Hands the settled send's result to its caller; a job's goes back to the job table.
@@ -220,7 +212,36 @@ impl ActiveSend {
     }
 }
 
+/// The refusal a send gets while another (background job `job`, if it is one) is in flight.
+pub(super) fn busy_error(session: &str, job: Option<&str>) -> Error {
+    match job {
+        Some(id) => Error::FailedPrecondition(format!(
+            "terminal session {session} is busy with background job {id}; {}",
+            crate::error::advice::JOB
+        )),
+        None => Error::FailedPrecondition(format!(
+            "terminal session {session} is busy with another send; wait for it to return"
+        )),
+    }
+}
+
 impl Sink {
+    /// The caller of a send that has not begun hung up (never for a job).
+    pub(super) fn caller_gone(&self) -> bool {
+        match self {
+            Sink::Reply(r) | Sink::Stream(r, _) => r.is_closed(),
+            Sink::Job(..) => false,
+        }
+    }
+
+    /// The background job a send that has not begun is, if it is one.
+    pub(super) fn job_id(&self) -> Option<&str> {
+        match self {
+            Sink::Job(id, _) => Some(id),
+            _ => None,
+        }
+    }
+
     /// Refuses a send before it starts.
     pub(super) fn refuse(self, error: Error) {
         match self {

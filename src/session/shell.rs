@@ -28,17 +28,27 @@
 //!   it waits for the prompt like any input) or a program reads the terminal. Typed ahead into
 //!   the kernel instead, the terminal would echo it into the running command's output, and the
 //!   command's end mark would settle the send that typed it.
+//! - After a signal the next send waits for the marks that answer it (at most
+//!   `SIGNAL_SETTLE`): the end mark of the command it ends, or bash's and zsh's end and prompt
+//!   marks after an interrupt at their prompt. Written before bash has handled the interrupt,
+//!   input goes into the line readline then throws away (`cho: command not found`, or the
+//!   whole line gone); text for a command that is about to end would be refused as typeahead.
 
 use super::SendInput;
 use super::aim::ShellMoment;
 use crate::marks::{Integration, Mark};
 use crate::screen::Position;
+use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 
 /// After a command-end mark, how long the next input waits for the prompt mark that follows
 /// it before it is written anyway (a prompt without marks, such as a theme that rebuilt PS1
 /// late).
 pub(super) const PROMPT_SETTLE: Duration = Duration::from_millis(200);
+/// After a signal, how long the next send waits for the marks that answer it before it is
+/// judged and written anyway (a program that handled the signal and runs on prints none). Far
+/// above what bash takes to redraw its prompt or report a command's end on a busy machine.
+pub(super) const SIGNAL_SETTLE: Duration = Duration::from_millis(500);
 
 /// The most characters of a command line a refusal quotes.
 const COMMAND_NAME_CHARS: usize = 80;
@@ -154,6 +164,9 @@ pub(super) struct Shell {
     unreported: Option<CommandEnd>,
     /// When a command-end mark arrived whose prompt mark has not followed yet.
     prompt_pending: Option<Instant>,
+    /// When a signal went to the terminal whose answering marks have not come yet (see
+    /// `SIGNAL_SETTLE`).
+    signalled: Option<Instant>,
     /// fish's prompt mark came; `prompt_pending` ends when its line editor is up.
     editor_pending: bool,
     /// Input still to be written for the send in flight, and how much of it is written.
@@ -190,6 +203,7 @@ impl Shell {
             line_submitted: false,
             unreported: None,
             prompt_pending: None,
+            signalled: None,
             editor_pending: false,
             outbox: Vec::new(),
             outbox_pos: 0,
@@ -217,6 +231,8 @@ impl Shell {
     ) -> MarkEffect {
         if !matches!(mark, Mark::Cwd(_)) {
             self.line_submitted = false;
+            // The shell answered the signal (an end mark, or the prompt drawn again).
+            self.signalled = None;
         }
         match mark {
             Mark::CommandStart => {
@@ -474,6 +490,41 @@ impl Shell {
             line_submitted: self.line_submitted,
             forking: shell_has_terminal && self.integrated() && self.command_start.is_some(),
         }
+    }
+
+    /// A signal went to the terminal's foreground group (`shell_has_terminal`: the shell's
+    /// own). The next send waits for the marks that answer it, where some are sure to come: the
+    /// end mark of the running command it ends or stops (any signal but those whose default is
+    /// to ignore it or to continue), or the end and prompt marks bash and zsh print when an
+    /// interrupt throws away the line at their prompt (fish redraws nothing; bash ignores
+    /// SIGTERM and SIGQUIT there).
+    pub(super) fn signal_delivered(
+        &mut self,
+        signal: Signal,
+        shell_has_terminal: bool,
+        now: Instant,
+    ) {
+        let answered = if self.command_running() {
+            !matches!(
+                signal,
+                Signal::SIGCONT | Signal::SIGWINCH | Signal::SIGCHLD | Signal::SIGURG
+            )
+        } else {
+            shell_has_terminal
+                && signal == Signal::SIGINT
+                && matches!(self.integration, Integration::Bash | Integration::Zsh)
+        };
+        if answered {
+            self.signalled = Some(now);
+        }
+    }
+
+    /// Until when a send waits for the marks that answer the signal just delivered; `None` once
+    /// they came, or `SIGNAL_SETTLE` passed.
+    pub(super) fn signal_gate(&self, now: Instant) -> Option<Instant> {
+        self.signalled
+            .map(|at| at + SIGNAL_SETTLE)
+            .filter(|until| now < *until)
     }
 
     /// Forgets the unwritten input (the send ended or failed); returns how many bytes it had.
@@ -1441,6 +1492,50 @@ mod tests {
             encode_input(&input, to, paste, &mut out);
             assert_eq!(out, want, "{:?} {to:?} paste={paste}", input.text);
         }
+    }
+
+    #[test]
+    fn a_send_after_a_signal_waits_for_the_marks_that_answer_it() {
+        let now = Instant::now();
+        let at = Position::default();
+        let later = now + SIGNAL_SETTLE;
+        let mut shell = Shell::new(Integration::Bash);
+        shell.on_mark(&Mark::PromptStart, at, now, None);
+        // An interrupt at bash's prompt: its end mark (then the prompt, `PROMPT_SETTLE`).
+        shell.signal_delivered(Signal::SIGINT, true, now);
+        assert_eq!(shell.signal_gate(now), Some(later));
+        assert_eq!(shell.signal_gate(later), None, "never past the grace");
+        shell.on_mark(&Mark::Cwd("file:///".into()), at, now, None);
+        assert_eq!(
+            shell.signal_gate(now),
+            Some(later),
+            "a cwd mark is no answer"
+        );
+        shell.on_mark(&Mark::CommandEnd(Some(130)), at, now, None);
+        assert_eq!(shell.signal_gate(now), None, "the end mark answered it");
+        shell.on_mark(&Mark::PromptStart, at, now, None);
+        // Signals nothing answers at the prompt.
+        for (signal, shell_has_terminal) in [
+            (Signal::SIGTERM, true),
+            (Signal::SIGWINCH, true),
+            (Signal::SIGINT, false),
+        ] {
+            shell.signal_delivered(signal, shell_has_terminal, now);
+            assert_eq!(shell.signal_gate(now), None, "{signal:?}");
+        }
+        // A running command: the end mark of what the signal ends.
+        shell.on_mark(&Mark::CommandStart, at, now, None);
+        shell.signal_delivered(Signal::SIGWINCH, false, now);
+        assert_eq!(shell.signal_gate(now), None, "a resize ends nothing");
+        shell.signal_delivered(Signal::SIGTERM, false, now);
+        assert_eq!(shell.signal_gate(now), Some(later));
+        shell.on_mark(&Mark::CommandEnd(Some(143)), at, now, None);
+        assert_eq!(shell.signal_gate(now), None);
+        // fish draws nothing after an interrupt at its prompt.
+        let mut fish = Shell::new(Integration::Fish);
+        fish.on_mark(&Mark::PromptStart, at, now, None);
+        fish.signal_delivered(Signal::SIGINT, true, now);
+        assert_eq!(fish.signal_gate(now), None);
     }
 
     #[test]

@@ -1,9 +1,48 @@
 //! Signals for the session's foreground job: `Signal` (aimed at the command just sent, see
-//! `aim.rs`) and `JobKill` (an interrupt that follows the job's command, see `kill.rs`).
+//! `aim.rs`), `JobKill` (an interrupt that follows the job's command, see `kill.rs`), and the
+//! send that comes right after a signal, held until the shell answered it.
 
 use super::*;
 
 impl Actor {
+    /// A send arrives. One with input right after a signal waits for the shell's answer to it
+    /// first: bash, interrupted at its prompt, reads on until it has handled the interrupt, then
+    /// throws away the line it read (input written meanwhile loses its first bytes, or all of
+    /// them); a command the signal ends still runs until its end mark (text for it would be
+    /// refused as typeahead).
+    pub(super) fn on_send(&mut self, input: SendInput, sink: Sink) {
+        if let Some((_, waiting)) = &self.deferred {
+            sink.refuse(busy_error(&self.spec.id, waiting.job_id()));
+            return;
+        }
+        let now = Instant::now();
+        if self.active.is_none()
+            && self.exit.is_none()
+            && !input.is_pure_wait()
+            && self.shell.signal_gate(now).is_some()
+        {
+            self.deferred = Some((input, sink));
+            self.publish();
+            return;
+        }
+        self.begin_send(input, sink);
+    }
+
+    /// Begins the send that waited for a signal's answer, once it came (or the grace passed, or
+    /// the program exited); a caller that hung up meanwhile is forgotten.
+    pub(super) fn begin_deferred_send(&mut self, now: Instant) {
+        if self.deferred.is_none() || (self.exit.is_none() && self.shell.signal_gate(now).is_some())
+        {
+            return;
+        }
+        let (input, sink) = self.deferred.take().expect("checked above");
+        if sink.caller_gone() {
+            self.publish();
+        } else {
+            self.begin_send(input, sink);
+        }
+    }
+
     pub(super) fn job_kill(&mut self, id: &str, reply: oneshot::Sender<Option<JobStatus>>) {
         let Some(status) = self.jobs.status(id) else {
             let _ = reply.send(None);
@@ -46,7 +85,15 @@ impl Actor {
             });
             let now = Instant::now();
             let moment = self.shell.signal_moment(shell_has_terminal);
-            signals.deliver_due(moment, now, |signal| self.signal(signal));
+            signals.deliver_due(moment, now, |signal| {
+                let delivered = self.signal(signal);
+                if delivered.is_ok() {
+                    // The next send waits for the shell's answer (see `Shell::signal_gate`).
+                    self.shell
+                        .signal_delivered(signal, shell_has_terminal, Instant::now());
+                }
+                delivered
+            });
         }
         self.signals = signals;
     }
