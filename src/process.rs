@@ -3,8 +3,9 @@
 //! the `/proc` and file-descriptor calls they share. Nothing here knows about a session's text.
 //!
 //! Imports point one way: `pty` uses the others; `reaper` and `cgroup` use `procfs` and `fd`
-//! (`cgroup` also implements `reaper`'s `Members`); `tracking` uses `cgroup`; `helper` uses
-//! `procfs`, `fd`, `handover` and `reaper`'s `stop_all`; `procfs` and `fd` use nothing of the crate.
+//! (`cgroup` also implements `reaper`'s `Members`, and `reaper` uses `tag`, which uses
+//! `procfs`); `tracking` uses `cgroup`; `helper` uses `procfs`, `fd`, `handover` and `reaper`'s
+//! `stop_all`; `procfs` and `fd` use nothing of the crate.
 
 pub mod cgroup;
 pub(crate) mod fd;
@@ -13,6 +14,7 @@ pub mod helper;
 pub mod procfs;
 pub(crate) mod pty;
 pub mod reaper;
+pub(crate) mod tag;
 mod tracking;
 
 pub use tracking::ProcessTracking;

@@ -402,6 +402,7 @@ impl SessionHandle {
                 history_bytes: spec.history_bytes,
                 close_grace_ms: spec.close_grace.as_millis() as u64,
                 pid,
+                process_tag: pty.tag().map(str::to_owned),
                 jobs: Vec::new(),
             };
             (p.files, record)
@@ -435,7 +436,9 @@ impl SessionHandle {
         tracking: crate::process::ProcessTracking,
     ) -> Option<SessionHandle> {
         let socket = files.socket();
-        let taken = tokio::task::spawn_blocking(move || Pty::adopt(&socket))
+        let tag = record.process_tag.clone();
+        let kept_tag = tag.clone();
+        let taken = tokio::task::spawn_blocking(move || Pty::adopt(&socket, kept_tag))
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         let (pty, exit) = match taken {
@@ -443,7 +446,7 @@ impl SessionHandle {
             Err(e) => {
                 tracing::info!(session = %record.id, error = %e,
                     "the session's helper is gone; it is served as exited, with what was kept");
-                (Pty::lost().ok()?, Some(ExitKind::Lost))
+                (Pty::lost(tag).ok()?, Some(ExitKind::Lost))
             }
         };
         let (journal, content) = match crate::state::journal::Journal::reopen(&files.journal()) {

@@ -50,64 +50,8 @@ fn cgroup_mode_available(test: &str) -> bool {
 }
 
 /// A number no other test or run uses, for recognisable `sleep` arguments.
-fn nonce() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(1);
-    format!(
-        "{}{:03}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Pids of live processes whose command line is exactly `sleep <arg>`.
-fn sleeps_with(arg: &str) -> Vec<u32> {
-    let want = format!("sleep\0{arg}\0");
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want.as_bytes())
-        })
-        .filter(|pid| process_is_running(*pid))
-        .collect()
-}
-
-/// Waits until exactly one live `sleep <arg>` exists and returns its pid.
-async fn the_sleep(arg: &str, what: &str) -> u32 {
-    let arg2 = arg.to_owned();
-    wait_until(APPEAR_DEADLINE, &format!("{what} runs"), move || {
-        let arg = arg2.clone();
-        async move { sleeps_with(&arg).len() == 1 }
-    })
-    .await;
-    sleeps_with(arg)[0]
-}
-
 fn state(pid: u32) -> Option<char> {
     procfs::state(pid as i32)
-}
-
-/// The escapes, each starting `sleep 1000.<nonce><i>` differently; the last one is a foreground
-/// sleep stopped with SIGTSTP.
-fn escapes(n: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("background job", format!("sleep 1000.{n}1 &")),
-        ("nohup", format!("nohup sleep 1000.{n}2 >/dev/null 2>&1 &")),
-        ("disown", format!("sleep 1000.{n}3 & disown")),
-        ("setsid", format!("setsid sleep 1000.{n}4 &")),
-        (
-            "double-forked daemon",
-            format!(
-                "sh -c 'setsid sh -c \"sleep 1000.{n}5 </dev/null >/dev/null 2>&1 & exit 0\" & \
-                 exit 0' </dev/null >/dev/null 2>&1"
-            ),
-        ),
-        ("subshell orphan", format!("(sleep 1000.{n}6 &)")),
-        ("env -i setsid", format!("env -i setsid sleep 1000.{n}7 &")),
-    ]
 }
 
 /// Starts every escape in a fresh session of a daemon tracking processes as `mode`, closes the

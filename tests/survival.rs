@@ -6,7 +6,7 @@ mod support;
 
 use std::os::unix::fs::MetadataExt;
 
-use ptyd::pb::{JobStatus, OpenRequest};
+use ptyd::pb::{CloseOutcome, JobStatus, OpenRequest};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -192,6 +192,112 @@ async fn five_sessions_of_two_agents_survive_a_kill_9() {
 
         let next = open_in(&mut c, A, &work).await;
         assert_eq!(next, "t6", "ids continue after the adopted ones");
+        terminate(second).await;
+    })
+    .await;
+}
+
+/// Kills a session's helper (as a program inside it could) and waits until it is gone.
+async fn kill_helper(c: &mut Client, sid: &str) {
+    let shell = session_info(c, A, sid).await.expect("listed").pid;
+    let helper = ptyd::process::procfs::ppid(shell as i32).expect("the helper");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(helper),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("SIGKILL the helper");
+    wait_until(PROCESS_DEADLINE, "the helper is gone", || async move {
+        !process_is_running(helper as u32)
+    })
+    .await;
+}
+
+/// Starts every escape in `sid` but the one with a cleared environment (which only its tree or
+/// Unix session names, see `process::tag`); returns what each started.
+async fn start_escapes(c: &mut Client, sid: &str) -> Vec<(&'static str, u32)> {
+    let n = nonce();
+    let mut started = Vec::new();
+    for (i, (what, cmd)) in escapes(&n).into_iter().enumerate() {
+        if cmd.starts_with("env -i") {
+            continue;
+        }
+        run_ok(c, A, sid, &cmd).await;
+        started.push((what, the_sleep(&format!("1000.{n}{}", i + 1), what).await));
+    }
+    started
+}
+
+/// What of `started` still runs. (Once the daemon died its orphans belong to the nearest
+/// subreaper above it, which may leave them zombies for a while: they count as ended.)
+fn left(started: &[(&'static str, u32)]) -> Vec<String> {
+    started
+        .iter()
+        .filter(|(_, pid)| process_is_running(*pid))
+        .map(|(what, pid)| format!("{what} ({pid})"))
+        .collect()
+}
+
+/// Subreaper mode, faults on top of each other: a session's helper is killed from inside it
+/// (what it adopted comes to the daemon), the session starts more processes, and then the
+/// daemon is killed too (everything goes to init). Close still ends everything the session
+/// started, in the daemon that saw the helper die and in the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_ends_everything_after_the_helper_and_the_daemon_were_killed() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-double-")
+            .tempdir()
+            .unwrap();
+        let (first, socket) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        let (here, later) = (
+            open_in(&mut c, A, dir.path()).await,
+            open_in(&mut c, A, dir.path()).await,
+        );
+        let mut started = std::collections::HashMap::new();
+        for sid in [&here, &later] {
+            // One escape before the helper dies (the helper adopts what it orphans), the rest
+            // after (they come to the daemon).
+            let n = nonce();
+            run_ok(&mut c, A, sid, &format!("(setsid sleep 1000.{n}0 &)")).await;
+            let before = the_sleep(&format!("1000.{n}0"), "an orphan of the helper").await;
+            kill_helper(&mut c, sid).await;
+            let mut pids = start_escapes(&mut c, sid).await;
+            pids.push(("an orphan the helper adopted", before));
+            started.insert(sid.clone(), pids);
+        }
+
+        assert_eq!(
+            close(&mut c, A, &here).await.outcome(),
+            CloseOutcome::Closed
+        );
+        assert_eq!(
+            left(&started[&here]),
+            Vec::<String>::new(),
+            "after Close in the same daemon"
+        );
+
+        kill9(first).await;
+        let survivors = left(&started[&later]);
+        assert!(
+            survivors.iter().any(|s| s.starts_with("nohup")),
+            "the daemon's death does not end a nohup job: {survivors:?}"
+        );
+        let (second, _) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        assert!(
+            session_info(&mut c, A, &later).await.is_some(),
+            "still listed"
+        );
+        assert_eq!(
+            close(&mut c, A, &later).await.outcome(),
+            CloseOutcome::Closed
+        );
+        assert_eq!(
+            left(&started[&later]),
+            Vec::<String>::new(),
+            "after Close in the next daemon"
+        );
         terminate(second).await;
     })
     .await;

@@ -78,6 +78,9 @@ pub(crate) struct Pty {
     slave_probe: Option<OwnedFd>,
     /// The session's cgroup, when it is tracked by cgroup.
     cgroup: Option<SessionCgroup>,
+    /// The tag in the environment of every process of the session (see
+    /// [`crate::process::tag`]); `None` for a session a daemon without tags started.
+    tag: Option<String>,
     /// `terminate` has run to the end.
     terminated: AtomicBool,
 }
@@ -114,7 +117,12 @@ impl Pty {
             .map_or(String::new(), |(_, v)| v.clone());
         // cgroupfs takes kernel-wide locks (a migration waits for an RCU grace period while
         // holding them), and the spawn waits for the exec: neither on an async worker.
-        let (argv, env, cwd) = (argv.to_vec(), env.to_vec(), cwd.to_path_buf());
+        let tag = crate::process::tag::generate()?;
+        let (argv, env, cwd) = (
+            argv.to_vec(),
+            crate::process::tag::apply(env, &tag),
+            cwd.to_path_buf(),
+        );
         let helper_path = executable.clone();
         let master_copy = io.get_ref().try_clone()?;
         let started = tokio::task::spawn_blocking(move || {
@@ -171,6 +179,7 @@ impl Pty {
             tty_path,
             slave_probe,
             cgroup,
+            tag: Some(tag),
             terminated: AtomicBool::new(false),
         };
         let first = tokio::time::timeout(HELPER_START, pty.next_report()).await;
@@ -203,8 +212,9 @@ impl Pty {
     /// Takes over a session another daemon started: connects to its helper's socket at
     /// `socket`, receives the terminal's master and the helper's reports so far, and from then
     /// on hears the rest on that connection. Blocking (a local connect and one message): call
-    /// it off the async workers. Fails when the helper is gone.
-    pub(crate) fn adopt(socket: &Path) -> io::Result<Pty> {
+    /// it off the async workers. Fails when the helper is gone. `tag` is the session's (see
+    /// [`crate::process::tag`]), as its record kept it.
+    pub(crate) fn adopt(socket: &Path, tag: Option<String>) -> io::Result<Pty> {
         let conn = std::os::unix::net::UnixStream::connect(socket)?;
         conn.set_read_timeout(Some(ADOPT_WAIT))?;
         let (hello, master) = crate::process::handover::receive(&conn)?;
@@ -233,6 +243,7 @@ impl Pty {
             tty_path,
             slave_probe,
             cgroup: None,
+            tag,
             terminated: AtomicBool::new(false),
         };
         match pty.take_line() {
@@ -254,6 +265,11 @@ impl Pty {
     /// The program's pid.
     pub(crate) fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The session's tag (see [`crate::process::tag`]), for its record.
+    pub(crate) fn tag(&self) -> Option<&str> {
+        self.tag.as_deref()
     }
 
     /// The slave device path, such as `/dev/pts/3`.
@@ -342,8 +358,9 @@ impl Pty {
     }
 
     /// A session whose helper vanished while no daemon ran: a terminal that has hung up and a
-    /// program that has exited, how is not known. Nothing of it runs.
-    pub(crate) fn lost() -> io::Result<Pty> {
+    /// program that has exited, how is not known. What it started may still run (the helper was
+    /// killed from inside the session, then the daemon): `terminate` ends what carries `tag`.
+    pub(crate) fn lost(tag: Option<String>) -> io::Result<Pty> {
         let (master, slave) = open_pty(80, 24, false)?;
         drop(slave);
         let (status_read, status_write) = fd::pipe()?;
@@ -361,6 +378,7 @@ impl Pty {
             tty_path: None,
             slave_probe: None,
             cgroup: None,
+            tag,
             terminated: AtomicBool::new(true),
         })
     }
@@ -451,8 +469,8 @@ impl Pty {
     /// SIGTERM, SIGKILL) and returns once none is left, the helper reaped and the cgroup
     /// removed.
     pub(crate) async fn terminate(&self, grace: Duration) {
-        if self.pid == 0 && self.helper.is_none() {
-            return; // lost: nothing of it runs
+        if self.pid == 0 && self.helper.is_none() && self.tag.is_none() {
+            return; // lost, without a tag to find what it left
         }
         let helper_pid = self.helper_pid;
         let helper_alive = match &self.helper {
@@ -470,6 +488,7 @@ impl Pty {
                     helper: helper_pid,
                     helper_exit: self.helper_exit.as_ref().filter(|_| helper_alive),
                     shell: self.pid as i32,
+                    tag: self.tag.as_deref(),
                 };
                 reaper::escalate(&tree, grace).await
             }

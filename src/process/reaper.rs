@@ -19,6 +19,8 @@
 //! helper is killed from inside its session, its orphans come to the daemon instead of init. The
 //! `Reaper` task reaps such adopted zombies on SIGCHLD without touching what others wait for:
 //! the helpers and shells a session's `Pty` watches, and any other child of the process.
+//! Once a helper is gone its session's members are found by the shell's Unix session and the
+//! session's tag ([`crate::process::tag`]), which is also what a later daemon has to go on.
 
 use crate::process::fd;
 use crate::process::procfs;
@@ -120,19 +122,22 @@ impl Drop for Reaper {
     }
 }
 
-/// Every live process of the Unix session led by `leader`, plus their descendants: the
-/// attribution used when a session's helper is gone (it misses `setsid` escapes; the helper
-/// exists so that this is only ever a fallback).
-fn session_processes(leader: i32) -> Vec<i32> {
-    if leader <= 1 {
-        return Vec::new(); // no session of ours (0 would match kernel threads)
+/// Every live process of a session whose helper is gone: those of the Unix session led by
+/// `leader` (its shell) and those started with its `tag` (see [`crate::process::tag`]), plus
+/// their descendants. The attribution used once the helper cannot be asked; it misses only a
+/// `setsid` escape started with a cleared environment.
+fn session_processes(leader: i32, tag: Option<&str>) -> Vec<i32> {
+    let mut stack: Vec<i32> = tag.map(crate::process::tag::tagged).unwrap_or_default();
+    // Leader 0 would match kernel threads, 1 init: no session of ours.
+    if leader > 1 {
+        stack.extend(
+            procfs::pids()
+                .into_iter()
+                .filter(|&pid| procfs::sid(pid) == Some(leader)),
+        );
+        stack.push(leader);
     }
     let mut found = BTreeSet::new();
-    let mut stack: Vec<i32> = procfs::pids()
-        .into_iter()
-        .filter(|&pid| procfs::sid(pid) == Some(leader))
-        .collect();
-    stack.push(leader);
     while let Some(pid) = stack.pop() {
         if found.insert(pid) {
             stack.extend(procfs::children(pid));
@@ -182,16 +187,18 @@ pub(crate) struct Tree<'a> {
     pub helper: i32,
     /// Readable once the helper has exited; `None` when it is already gone.
     pub helper_exit: Option<&'a AsyncFd<OwnedFd>>,
-    /// The session's shell, whose Unix session is the fallback attribution when the helper is
-    /// gone (it was killed from inside its session).
+    /// The session's shell (0 when not known), whose Unix session is, with `tag`, the fallback
+    /// attribution when the helper is gone (it was killed from inside its session).
     pub shell: i32,
+    /// The session's tag (see [`crate::process::tag`]), when it has one.
+    pub tag: Option<&'a str>,
 }
 
 impl Tree<'_> {
     fn scan(&self) -> Vec<i32> {
         match self.helper_exit {
             Some(_) => procfs::live_descendants(self.helper),
-            None => session_processes(self.shell),
+            None => session_processes(self.shell, self.tag),
         }
     }
 

@@ -36,6 +36,10 @@ pub(crate) struct SessionRecord {
     pub(crate) close_grace_ms: u64,
     /// The program's pid.
     pub(crate) pid: u32,
+    /// The tag in the environment of the session's processes (`process::tag`), by which Close
+    /// finds them once the helper is gone. Absent in the records of older daemons.
+    #[serde(default)]
+    pub(crate) process_tag: Option<String>,
     /// The session's jobs.
     #[serde(default)]
     pub(crate) jobs: Vec<JobRecord>,
@@ -104,6 +108,7 @@ impl SessionRecord {
             history_bytes: 1 << 20,
             close_grace_ms: 500,
             pid: 0,
+            process_tag: None,
             jobs: Vec::new(),
         }
     }
@@ -153,6 +158,7 @@ mod tests {
             history_bytes: 1 << 20,
             close_grace_ms: 500,
             pid: 4242,
+            process_tag: Some("9f3c".into()),
             jobs: vec![JobRecord {
                 id: "j2".into(),
                 status: "running".into(),
@@ -166,5 +172,12 @@ mod tests {
         let json = serde_json::to_string(&record).unwrap();
         let back: SessionRecord = serde_json::from_str(&json).unwrap();
         assert_eq!(back, record);
+        // An older daemon's record has neither jobs nor a process tag.
+        let mut older: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let fields = older.as_object_mut().unwrap();
+        fields.remove("jobs");
+        fields.remove("process_tag");
+        let back: SessionRecord = serde_json::from_value(older).unwrap();
+        assert_eq!((back.jobs.len(), back.process_tag), (0, None));
     }
 }

@@ -587,3 +587,64 @@ pub fn session_processes(shell: u32) -> Vec<u32> {
         .chain([helper as u32])
         .collect()
 }
+
+/// A number no other test of this run uses, to name its processes.
+pub fn nonce() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    format!(
+        "{}{:03}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Pids of live processes whose command line is exactly `sleep <arg>`.
+pub fn sleeps_with(arg: &str) -> Vec<u32> {
+    let want = format!("sleep\0{arg}\0");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want.as_bytes())
+        })
+        .filter(|pid| process_is_running(*pid))
+        .collect()
+}
+
+/// Waits until exactly one live `sleep <arg>` exists and returns its pid.
+pub async fn the_sleep(arg: &str, what: &str) -> u32 {
+    let arg2 = arg.to_owned();
+    wait_until(
+        Duration::from_secs(10),
+        &format!("{what} runs"),
+        move || {
+            let arg = arg2.clone();
+            async move { sleeps_with(&arg).len() == 1 }
+        },
+    )
+    .await;
+    sleeps_with(arg)[0]
+}
+
+/// The ways a command can leave its shell's tree or Unix session: each starts
+/// `sleep 1000.<n><i>` (`i` its place in the list, from 1) differently.
+pub fn escapes(n: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("background job", format!("sleep 1000.{n}1 &")),
+        ("nohup", format!("nohup sleep 1000.{n}2 >/dev/null 2>&1 &")),
+        ("disown", format!("sleep 1000.{n}3 & disown")),
+        ("setsid", format!("setsid sleep 1000.{n}4 &")),
+        (
+            "double-forked daemon",
+            format!(
+                "sh -c 'setsid sh -c \"sleep 1000.{n}5 </dev/null >/dev/null 2>&1 & exit 0\" & \
+                 exit 0' </dev/null >/dev/null 2>&1"
+            ),
+        ),
+        ("subshell orphan", format!("(sleep 1000.{n}6 &)")),
+        ("env -i setsid", format!("env -i setsid sleep 1000.{n}7 &")),
+    ]
+}
