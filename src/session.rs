@@ -11,6 +11,7 @@ mod aim;
 mod capture;
 mod jobs;
 mod kill;
+mod pacing;
 mod probe;
 mod send;
 mod shell;

@@ -292,16 +292,23 @@ impl Pty {
         tcgetattr(self.io.get_ref()).ok()
     }
 
-    /// Reads available output into `buf`, borrowed only for the read itself (a thread's buffer
-    /// shared by every session on it: the caller uses the bytes before it awaits anything
-    /// else); `Ok(0)` means the master hung up (no process holds the slave).
+    /// Reads at most `limit` bytes of available output into `buf`, borrowed only for the read
+    /// itself (a thread's buffer shared by every session on it: the caller uses the bytes
+    /// before it awaits anything else); `Ok(0)` means the master hung up (no process holds the
+    /// slave).
     pub(crate) async fn read_shared(
         &self,
         buf: &'static std::thread::LocalKey<std::cell::RefCell<Vec<u8>>>,
+        limit: usize,
     ) -> io::Result<usize> {
         loop {
             let mut guard = self.io.readable().await?;
-            let read = guard.try_io(|master| buf.with_borrow_mut(|b| fd::read(master, b)));
+            let read = guard.try_io(|master| {
+                buf.with_borrow_mut(|b| {
+                    let end = limit.min(b.len());
+                    fd::read(master, &mut b[..end])
+                })
+            });
             match read {
                 Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(0),
                 Ok(result) => return result,

@@ -12,6 +12,7 @@ use super::aim::WaitingSignals;
 use super::capture::Capture;
 use super::jobs::Jobs;
 use super::kill::JobKill;
+use super::pacing::Pacing;
 use super::probe::ProbeSchedule;
 use super::send::{
     ActiveSend, ActiveSink, JobEnd, StreamSink, busy_error, caller_gone, line_limit_refusal,
@@ -34,9 +35,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
-/// Output an actor takes in before it lets other tasks run (about 0.2 ms of emulation): under
-/// a flood the PTY is always readable, and tokio's own budget would allow 128 reads.
-const YIELD_AFTER_BYTES: usize = 64 * 1024;
 /// How long after writing a send's input the actor polls the terminal for output instead of
 /// sleeping until the kernel wakes it. Most commands an agent runs answer within this; waking a
 /// thread from idle (on a virtual machine, an idle vCPU) costs tens of microseconds on top. The
@@ -66,6 +64,8 @@ pub(super) struct Actor {
     shell: Shell,
     /// When the stdin probe runs, and what it judges a reader against.
     probe: ProbeSchedule,
+    /// How much output to read at a time, and when to yield (see `pacing.rs`).
+    pacing: Pacing,
     ready_waiters: Vec<oneshot::Sender<Ready>>,
     ready: bool,
     startup_deadline: Instant,
@@ -129,6 +129,7 @@ impl Actor {
             active: None,
             deferred: None,
             probe: ProbeSchedule::new(now),
+            pacing: Pacing::default(),
             ready_waiters: Vec::new(),
             ready: false,
             last_output: now,
@@ -156,7 +157,6 @@ impl Actor {
         if let Some(replay) = self.replay.take() {
             self.adopt(replay);
         }
-        let mut unyielded = 0usize;
         loop {
             self.capture.prepare(&self.spec.id);
             let now = Instant::now();
@@ -171,13 +171,12 @@ impl Actor {
             let writing = write != Write::Nothing;
             let pending = self.shell.pending(write);
             tokio::select! {
-                read = self.capture.read(&self.pty), if !self.eof => match read {
-                    Ok(0) | Err(_) => self.eof = true,
-                    Ok(n) => {
-                        self.take_output(n);
-                        unyielded += n;
+                read = self.capture.read(&self.pty, self.pacing.read_limit()), if !self.eof => {
+                    match read {
+                        Ok(0) | Err(_) => self.eof = true,
+                        Ok(n) => self.take_output(n),
                     }
-                },
+                }
                 exit = self.pty.wait_exit(), if self.exit.is_none() => {
                     self.on_exit(exit.unwrap_or(ExitKind::Code(0)));
                 }
@@ -200,9 +199,9 @@ impl Actor {
                 _ = stop.notified() => break,
             }
             self.evaluate();
-            if unyielded >= YIELD_AFTER_BYTES {
-                // A flood keeps the PTY always readable: let other sessions and RPCs run.
-                unyielded = 0;
+            if self.pacing.slice_used() {
+                // A flood keeps the PTY always readable: let other sessions and RPCs run (tokio's
+                // own budget would allow 128 reads).
                 tokio::task::yield_now().await;
             }
         }

@@ -19,6 +19,12 @@ thread_local! {
     static READ_BUFFER: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_BUF]);
 }
 
+/// The first `limit` bytes of `buf` (all of it when shorter).
+fn up_to(buf: &mut [u8], limit: usize) -> &mut [u8] {
+    let end = limit.min(buf.len());
+    &mut buf[..end]
+}
+
 /// The session's journal, if it has one.
 #[derive(Default)]
 pub(super) struct Capture {
@@ -42,19 +48,21 @@ impl Capture {
         }
     }
 
-    /// Waits for output and reads it; `Ok(0)`: the master hung up. Use the bytes with `take`.
-    pub(super) async fn read(&mut self, pty: &Pty) -> io::Result<usize> {
+    /// Waits for output and reads at most `limit` bytes of it; `Ok(0)`: the master hung up. Use
+    /// the bytes with `take`.
+    pub(super) async fn read(&mut self, pty: &Pty, limit: usize) -> io::Result<usize> {
         match &mut self.journal {
-            Some(journal) => pty.read_into(journal.spare()?).await,
-            None => pty.read_shared(&READ_BUFFER).await,
+            Some(journal) => pty.read_into(up_to(journal.spare()?, limit)).await,
+            None => pty.read_shared(&READ_BUFFER, limit).await,
         }
     }
 
-    /// Reads output that is already there: `Ok(None)` when there is none.
-    pub(super) fn try_read(&mut self, pty: &Pty) -> io::Result<Option<usize>> {
+    /// Reads at most `limit` bytes of output that is already there: `Ok(None)` when there is
+    /// none.
+    pub(super) fn try_read(&mut self, pty: &Pty, limit: usize) -> io::Result<Option<usize>> {
         match &mut self.journal {
-            Some(journal) => pty.try_read(journal.spare()?),
-            None => READ_BUFFER.with_borrow_mut(|buf| pty.try_read(buf)),
+            Some(journal) => pty.try_read(up_to(journal.spare()?, limit)),
+            None => READ_BUFFER.with_borrow_mut(|buf| pty.try_read(up_to(buf, limit))),
         }
     }
 

@@ -8,7 +8,7 @@ use super::*;
 impl Actor {
     /// Takes whatever output is there, without waiting.
     pub(super) fn read_now(&mut self) {
-        if let Ok(Some(n)) = self.capture.try_read(&self.pty)
+        if let Ok(Some(n)) = self.capture.try_read(&self.pty, self.pacing.read_limit())
             && n > 0
         {
             self.take_output(n);
@@ -18,7 +18,9 @@ impl Actor {
     /// Handles the `n` bytes the last read took.
     pub(super) fn take_output(&mut self, n: usize) {
         let mut capture = std::mem::take(&mut self.capture);
+        let started = Instant::now();
         capture.take(n, |bytes| self.on_output(bytes));
+        self.pacing.took(n, started.elapsed());
         self.capture = capture;
         // Only now, with the capture back, may more be read (a read inside `on_output` would
         // bypass the journal).

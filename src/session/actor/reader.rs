@@ -22,13 +22,20 @@ impl Actor {
         if self.pty.input_pending() {
             return;
         }
+        if self.pacing.slice_spent() {
+            self.rearm_probe();
+            return; // output may wait unread: decide once the actor has yielded
+        }
         let mut drained = false;
-        while let Ok(Some(n)) = self.capture.try_read(&self.pty) {
+        while let Ok(Some(n)) = self.capture.try_read(&self.pty, self.pacing.read_limit()) {
             if n == 0 {
                 break;
             }
             drained = true;
             self.take_output(n);
+            if self.pacing.slice_spent() {
+                break; // what is left is read after the yield; `take_output` rearmed the probe
+            }
         }
         if drained {
             return; // decide again with the new output (and its marks) taken into account
@@ -76,16 +83,14 @@ impl Actor {
         self.shell.command_running() && !self.non_canonical() && self.terminal_reader().is_none()
     }
 
-    /// Takes in output that is already there, while `more` holds, at most `YIELD_AFTER_BYTES`
-    /// (a flood must not hold the actor).
+    /// Takes in output that is already there, while `more` holds and the time slice lasts (a
+    /// flood must not hold the actor, see `pacing.rs`).
     pub(super) fn take_waiting_output(&mut self, more: impl Fn(&Self) -> bool) {
-        let mut taken = 0;
-        while taken < YIELD_AFTER_BYTES
+        while !self.pacing.slice_spent()
             && more(self)
-            && let Ok(Some(n)) = self.capture.try_read(&self.pty)
+            && let Ok(Some(n)) = self.capture.try_read(&self.pty, self.pacing.read_limit())
             && n > 0
         {
-            taken += n;
             self.take_output(n);
         }
     }

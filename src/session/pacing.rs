@@ -1,0 +1,120 @@
+//! How much output an actor takes in before it lets other sessions and RPCs run: a slice of
+//! time, not of bytes, and reads small enough that one read's emulation fits in a slice.
+//!
+//! Every session's actor shares the daemon's thread, and a flooding terminal is always
+//! readable. What a byte costs to emulate varies a thousandfold: plain text a few nanoseconds,
+//! `CSI 99999999 b` (REP) a whole row per 11 bytes, about 1.5 µs a byte. A budget of bytes
+//! (64 KiB was about 0.2 ms of plain text) let one REP stream hold the thread for 100 ms; a
+//! budget of time holds for every kind of output. One read cannot be cut once taken, so its size
+//! follows what the last reads cost per byte. The old budget of bytes stays beside it, for what
+//! the clock around the emulation does not see (the reads themselves).
+
+use std::time::Duration;
+
+/// Output handling an actor does before it yields to every other task (about 80 KB of plain
+/// text): short enough that another session's send, which needs a few turns of its own actor,
+/// waits at most a few of these.
+pub(super) const SLICE: Duration = Duration::from_micros(250);
+/// Output an actor takes in before it yields however cheap it was: reading it (a copy into
+/// the journal's fresh pages, say) costs time that `took` does not see.
+pub(super) const SLICE_BYTES: usize = 64 * 1024;
+/// The smallest read: under it the read's own system call starts to cost more than the
+/// emulation of what it brings.
+pub(super) const MIN_READ: usize = 256;
+
+/// What the output taken in since the last yield cost.
+#[derive(Debug, Default)]
+pub(super) struct Pacing {
+    /// Time spent on output since the last yield.
+    spent: Duration,
+    /// Bytes taken in since the last yield.
+    taken: usize,
+    /// What a byte of the latest output cost to take in, in nanoseconds (0: not measured yet).
+    nanos_per_byte: f64,
+}
+
+impl Pacing {
+    /// The most bytes the next read should take: what fits in a slice at the latest cost.
+    pub(super) fn read_limit(&self) -> usize {
+        if self.nanos_per_byte <= 0.0 {
+            return usize::MAX;
+        }
+        let fits = SLICE.as_nanos() as f64 / self.nanos_per_byte;
+        if fits >= usize::MAX as f64 {
+            usize::MAX
+        } else {
+            (fits as usize).max(MIN_READ)
+        }
+    }
+
+    /// `bytes` of output took `spent` to take in. A dearer cost counts at once (the next read
+    /// must fit); a cheaper one is followed over a few reads (one cheap read, such as a prompt
+    /// after a flood, says little).
+    pub(super) fn took(&mut self, bytes: usize, spent: Duration) {
+        self.spent += spent;
+        self.taken += bytes;
+        if bytes == 0 {
+            return;
+        }
+        let cost = spent.as_nanos() as f64 / bytes as f64;
+        self.nanos_per_byte = if cost >= self.nanos_per_byte {
+            cost
+        } else {
+            0.75 * self.nanos_per_byte + 0.25 * cost
+        };
+    }
+
+    /// Whether the slice is used up: take in nothing more before the actor yields.
+    pub(super) fn slice_spent(&self) -> bool {
+        self.spent >= SLICE || self.taken >= SLICE_BYTES
+    }
+
+    /// Whether the slice is used up; if so the actor yields now and a new slice begins.
+    pub(super) fn slice_used(&mut self) -> bool {
+        let used = self.slice_spent();
+        if used {
+            self.spent = Duration::ZERO;
+            self.taken = 0;
+        }
+        used
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_fit_a_slice_at_the_latest_cost_and_the_slice_is_time() {
+        let us = Duration::from_micros;
+        // (bytes taken, time spent, read limit after, slice used after)
+        let steps: &[(usize, Duration, usize, bool)] = &[
+            // Plain text: 4 KiB in 12 µs (3 ns a byte), a slice fits 85 333 bytes.
+            (4096, us(12), 85_333, false),
+            // REP: 4 KiB in 6 ms (1.5 µs a byte): the next read fits at once, slice used.
+            (4096, us(6_000), 256, true),
+            (256, us(384), 256, true),
+            // Cheap again: the limit grows over a few reads, not at one.
+            (256, Duration::from_nanos(768), 256, false),
+            (341, Duration::from_nanos(1023), 295, false),
+            (454, Duration::from_nanos(1362), 393, false),
+        ];
+        let mut pacing = Pacing::default();
+        assert_eq!(pacing.read_limit(), usize::MAX, "nothing measured yet");
+        for (i, &(bytes, spent, limit, used)) in steps.iter().enumerate() {
+            pacing.took(bytes, spent);
+            assert_eq!(pacing.read_limit(), limit, "step {i}");
+            assert_eq!(pacing.slice_used(), used, "step {i}");
+        }
+        // Slices add up: eleven reads of 24 µs use one, and so do 64 KiB however cheap.
+        let mut pacing = Pacing::default();
+        for i in 0..11 {
+            pacing.took(4096, us(24));
+            assert_eq!(pacing.slice_used(), i == 10, "read {i}");
+        }
+        for i in 0..16 {
+            pacing.took(4096, Duration::from_nanos(100));
+            assert_eq!(pacing.slice_used(), i == 15, "cheap read {i}");
+        }
+    }
+}
