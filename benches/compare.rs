@@ -13,7 +13,7 @@
 //! makes itself the subreaper of everything it starts).
 //!
 //! Arguments: `cargo bench --bench compare -- [CASE...]` runs only the named cases (`send`,
-//! `mcp`, `stdin`, `ingest`, `paging`, `scale`, `memory`, `emulator`, `adopt`; `send` includes the Python
+//! `mcp`, `stdin`, `ingest`, `paging`, `scale`, `memory`, `emulator`, `adopt`, `hostile`; `send` includes the Python
 //! grpcio client's row, from `benches/python_send.py`); `-- feed STREAM [MB] [CHUNK]`
 //! only feeds a generated stream (`base64`, `seq`, `ls`) through the in-process terminal model,
 //! chunk by chunk as the session actor does, for profiling under callgrind.
@@ -80,6 +80,13 @@ const MEMORY_LINE_LEN: usize = 60;
 const SEQ_MEMORY_LINES: usize = 2_000_000;
 /// Emulator-only throughput: the chunk size fed at a time (a PTY read returns about this much).
 const EMULATOR_CHUNK: usize = 1024;
+
+/// `CSI 99999999 b` in the REP stream: 6 000 of them make the 66 KB of issue 21.
+const HOSTILE_REPS: usize = 6_000;
+/// How many times in a row the REP stream is sent while the other session is timed.
+const HOSTILE_REP_PASSES: usize = 20;
+/// `Send("true")` to the other session with nothing else running, for the baseline.
+const HOSTILE_IDLE_SENDS: usize = 200;
 
 // ---------------------------------------------------------------------------------------------
 // A counting allocator: live heap bytes, for the history-memory case.
@@ -829,6 +836,20 @@ fn rss_kib(pid: i32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// The peak RSS (VmHWM) of `pid` in KiB since it started or since `reset_peak_rss`.
+fn peak_rss_kib(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Makes `pid`'s peak RSS its current RSS (proc(5): `clear_refs`, value 5).
+fn reset_peak_rss(pid: i32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset the daemon's peak RSS");
+}
+
 /// Private memory (USS: private clean + dirty pages) of `pid` in KiB.
 fn private_kib(pid: i32) -> Option<u64> {
     let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
@@ -1402,6 +1423,104 @@ fn case_ingest(setup: &Setup, rows: &mut Vec<Row>) {
             }),
         });
     }
+}
+
+/// One session's hostile output and what it costs everyone else (issue 21): a 66 KB stream of
+/// `CSI 99999999 b` (REP, 6 000 times, each painting a row), and one 100 MB OSC string.
+/// Meanwhile another session's `Send("true")` is timed, against the same send with nothing else
+/// running in the same run. The REP stream is sent `HOSTILE_REP_PASSES` times in a row, so the
+/// other session is timed over more than a moment. The daemon's RSS growth is its peak (VmHWM,
+/// reset before) during one pass of each stream, less its size before.
+fn case_hostile(setup: &Setup, rows: &mut Vec<Row>) {
+    eprintln!("hostile output ...");
+    let daemon = Daemon::spawn(setup, "hostile", DAEMON_SESSIONS);
+    let mut client = Client::connect(&daemon.socket);
+    let (victim, _) = client.open(AGENT);
+    let (other, _) = client.open(AGENT);
+    let rep = setup.dir.path().join("rep.bin");
+    let mut stream = b"x".to_vec();
+    for _ in 0..HOSTILE_REPS {
+        stream.extend_from_slice(b"\x1b[99999999b");
+    }
+    std::fs::write(&rep, &stream).expect("write the REP stream");
+    let mut wrong = 0;
+    let mut idle = Vec::new();
+    for _ in 0..HOSTILE_IDLE_SENDS {
+        let t0 = Instant::now();
+        wrong += client.run_to_prompt(AGENT, &other, "true");
+        idle.push(ms(t0.elapsed()));
+    }
+    let osc = "printf '\\033]2;'; head -c 100000000 /dev/zero | tr '\\0' a; printf '\\a'";
+    let streams = [
+        (
+            "66 KB REP stream",
+            format!("cat {}", rep.display()),
+            HOSTILE_REP_PASSES,
+        ),
+        ("100 MB OSC", osc.to_owned(), 1),
+    ];
+    for (name, cmd, passes) in streams {
+        let before = rss_kib(daemon.pid()).unwrap_or(0);
+        reset_peak_rss(daemon.pid());
+        let socket = daemon.socket.clone();
+        let flooding = victim.clone();
+        let pid = daemon.pid();
+        // Returns the answers other than prompt and the daemon's peak RSS over the first pass.
+        let flood = std::thread::spawn(move || {
+            let mut c = Client::connect(&socket);
+            let mut wrong = c.run_to_prompt(AGENT, &flooding, &cmd);
+            let peak = peak_rss_kib(pid).unwrap_or(0);
+            for _ in 1..passes {
+                wrong += c.run_to_prompt(AGENT, &flooding, &cmd);
+            }
+            (wrong, peak)
+        });
+        let mut meanwhile = Vec::new();
+        while !flood.is_finished() {
+            let t0 = Instant::now();
+            wrong += client.run_to_prompt(AGENT, &other, "true");
+            meanwhile.push(ms(t0.elapsed()));
+        }
+        let (flood_wrong, peak) = flood.join().expect("the flood's sends");
+        wrong += flood_wrong;
+        let growth_mib = peak.saturating_sub(before) as f64 / 1024.0;
+        let (m99, i99) = (p99(&meanwhile), p99(&idle));
+        let json = json!({
+            "command": name,
+            "passes": passes,
+            "other_send_true_ms": {"p50": p50(&meanwhile), "p99": m99, "n": meanwhile.len()},
+            "idle_send_true_ms": {"p50": p50(&idle), "p99": i99, "n": idle.len()},
+            "rss_kib": {"before": before, "peak_first_pass": peak},
+            "wrong_wait_reasons": wrong,
+        });
+        rows.push(Row {
+            case: format!("hostile {name}: another session's Send(\"true\") p99"),
+            ptyd: fmt_ms(m99),
+            baselines: format!("idle {} ({} sends meanwhile)", fmt_ms(i99), meanwhile.len()),
+            ratio: format!("{:.1}x idle", m99 / i99),
+            bar: "< 5 ms".into(),
+            pass: Some(m99 < 5.0 && !meanwhile.is_empty()),
+            json: json.clone(),
+        });
+        rows.push(Row {
+            case: format!("hostile {name}: daemon RSS growth"),
+            ptyd: format!("{growth_mib:.1} MiB"),
+            baselines: format!("before {:.1} MiB", before as f64 / 1024.0),
+            ratio: String::new(),
+            bar: "< 32 MiB".into(),
+            pass: Some(growth_mib < 32.0),
+            json,
+        });
+    }
+    rows.push(Row {
+        case: "hostile: answers other than prompt".into(),
+        ptyd: wrong.to_string(),
+        baselines: String::new(),
+        ratio: String::new(),
+        bar: "0".into(),
+        pass: Some(wrong == 0),
+        json: json!({"wrong_wait_reasons": wrong}),
+    });
 }
 
 /// The bytes `seq 1 n` shows on a terminal (ONLCR: CR LF line ends).
@@ -2073,6 +2192,9 @@ fn main() {
     }
     if wanted("emulator") {
         case_emulator(&mut rows);
+    }
+    if wanted("hostile") {
+        case_hostile(&setup, &mut rows);
     }
     println!(
         "\nptyd compare bench, {date}, {} cpus ({}), {:.0} s\n",
