@@ -16,17 +16,6 @@ const A: &str = "a";
 /// An `idle_ms` so long that only the prompt (or the timeout) can end the wait.
 const NO_IDLE: u32 = 600_000;
 
-/// Whether `shell` is installed; a missing one is skipped with a note (CI installs zsh and fish,
-/// so this only happens on a developer's machine).
-fn shell_available(shell: &str) -> bool {
-    let installed = std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(shell).is_file()));
-    if !installed {
-        eprintln!("note: skipping the {shell} test because {shell} is not installed");
-    }
-    installed
-}
-
 /// A send that must end at the prompt, not at silence.
 fn sharp(sid: &str, text: &str) -> SendRequest {
     SendRequest {
@@ -72,7 +61,7 @@ const FORGED: [&str; 5] = [
 ];
 
 async fn forged_marks_do_not_end_the_send(shell: &str) {
-    if !shell_available(shell) {
+    if !needs(shell) {
         return;
     }
     let mut d = start_daemon().await;
@@ -108,7 +97,7 @@ async fn fish_ignores_marks_forged_by_output() {
 /// The key reaches the integration only: no program the shell starts (a nested shell among
 /// them) finds it in its environment or in the shell's exported variables.
 async fn the_key_stays_out_of_the_environment(shell: &str) {
-    if !shell_available(shell) {
+    if !needs(shell) {
         return;
     }
     let mut d = start_daemon().await;
@@ -146,7 +135,7 @@ async fn fish_keeps_the_key_from_its_programs() {
 // `!` in a command
 
 async fn bang_is_literal(shell: &str) {
-    if !shell_available(shell) {
+    if !needs(shell) {
         return;
     }
     let mut d = start_daemon().await;
@@ -173,7 +162,7 @@ async fn zsh_prints_a_bang_literally() {
 
 /// A type with `history_expansion = true` keeps `!!` working.
 async fn a_type_turns_history_expansion_on(shell: &str) {
-    if !shell_available(shell) {
+    if !needs(shell) {
         return;
     }
     let mut config = ptyd::config::Config::default();
@@ -227,7 +216,7 @@ const QUERIES: [&str; 6] = [
 /// A query printed by a command that never reads the answer: its answer must not become input
 /// to the shell or show up in the next command's output.
 async fn unread_answers_stay_out(shell: &str) {
-    if !shell_available(shell) {
+    if !needs(shell) {
         return;
     }
     let mut d = start_daemon().await;
@@ -337,7 +326,7 @@ async fn bash_returns_a_refused_line_at_once_with_its_message_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zsh_returns_a_refused_line_with_its_message_alone() {
     timed(async {
-        if !shell_available("zsh") {
+        if !needs("zsh") {
             return;
         }
         let mut d = start_daemon().await;
@@ -361,7 +350,7 @@ async fn zsh_returns_a_refused_line_with_its_message_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fish_returns_a_refused_line_with_its_message_alone() {
     timed(async {
-        if !shell_available("fish") {
+        if !needs("fish") {
             return;
         }
         let mut d = start_daemon().await;
@@ -422,7 +411,7 @@ async fn interrupted(c: &mut Client, sid: &str, shell: &str, interrupt: SendRequ
 }
 
 async fn typeahead_is_refused_or_held(shell: &str) {
-    if !shell_available(shell) {
+    if !needs(shell) {
         return;
     }
     let mut d = start_daemon().await;
@@ -580,7 +569,7 @@ async fn typeahead_goes_to_a_program_that_reads_later() {
 /// Right after `Open`, the prompt is on screen but is no one's output: the first empty send has
 /// nothing new, and `List` already counts the prompt's line and its time.
 async fn a_fresh_session_has_no_new_output(shell: &str) {
-    if !shell_available(shell) {
+    if !needs(shell) {
         return;
     }
     let mut d = start_daemon().await;
@@ -640,7 +629,7 @@ async fn a_fresh_fish_session_has_no_new_output() {
 /// missing-newline sign after it (fish). Racy before the fix (the prompt in the same read as the
 /// end mark): repeated.
 async fn output_without_a_final_newline(shell: &str) {
-    if !shell_available(shell) {
+    if !needs(shell) {
         return;
     }
     let mut d = start_daemon().await;

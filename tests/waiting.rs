@@ -25,12 +25,6 @@ fn canonical(path: impl AsRef<Path>) -> String {
         .into_owned()
 }
 
-/// Whether `program` is on the test's PATH (the sessions inherit it).
-fn installed(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-}
-
 /// A send that must be recognised (prompt or stdin_read) rather than idle.
 fn sharp(sid: &str, text: &str) -> SendRequest {
     SendRequest {
@@ -119,17 +113,6 @@ fn home_with(files: &[(&str, &str)]) -> tempfile::TempDir {
         std::fs::write(path, content).expect("write rc file");
     }
     home
-}
-
-/// Whether a shell test can run: the shell must be installed. A missing shell is skipped with a
-/// note (CI installs zsh and fish, so this only happens on a developer's machine).
-fn shell_available(shell: &str) -> bool {
-    if installed(shell) {
-        true
-    } else {
-        eprintln!("note: skipping the {shell} test because {shell} is not installed");
-        false
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -563,7 +546,7 @@ async fn endless_output_returns_timeout_at_the_deadline() {
 
 /// `sh -c 'exit 42'` works the same in all three shells.
 async fn prompt_exit_code_and_cwd(shell: &str) {
-    if !shell_available(shell) {
+    if !needs(shell) {
         return;
     }
     let mut d = start_daemon().await;
@@ -709,7 +692,7 @@ async fn input_that_waited_for_a_slow_prompt_is_judged_after_it() {
 
 /// Multi-line input runs as one unit: one send, one prompt, the exit code of the last command.
 async fn multi_line_runs_as_one_unit(shell: &str) {
-    if !shell_available(shell) {
+    if !needs(shell) {
         return;
     }
     let mut d = start_daemon().await;
@@ -868,7 +851,7 @@ PROMPT_COMMAND=__rc_hook
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zshrc_with_its_own_prompt_and_precmd_keeps_its_prompt_and_the_marks() {
     timed(async {
-        if !shell_available("zsh") {
+        if !needs("zsh") {
             return;
         }
         let mut d = start_daemon().await;
@@ -911,7 +894,7 @@ precmd() { local s=$?; PS1="zrc[$s]%# "; }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fish_config_with_its_own_prompt_keeps_its_prompt_and_the_marks() {
     timed(async {
-        if !shell_available("fish") {
+        if !needs("fish") {
             return;
         }
         let mut d = start_daemon().await;
@@ -951,7 +934,7 @@ function fish_prompt; set -l s $status; echo -n "frc[$s]> "; end
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fish_runs_the_next_command_after_a_line_it_rejected() {
     timed(async {
-        if !shell_available("fish") {
+        if !needs("fish") {
             return;
         }
         let mut d = start_daemon().await;

@@ -578,6 +578,24 @@ pub fn cannot_run_here(test: &str, why: &str) {
     eprintln!("SKIPPED {test}: {why}");
 }
 
+/// Whether `program` is on `PATH`.
+pub fn installed(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// Whether `program`, which the calling test needs, is installed: a missing one fails the test
+/// under CI (which installs every such program) and skips it, saying so, elsewhere.
+pub fn needs(program: &str) -> bool {
+    if installed(program) {
+        return true;
+    }
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("this test");
+    cannot_run_here(test, &format!("{program} is not installed"));
+    false
+}
+
 /// The pids of a session's processes: its helper (the shell's parent) and everything under it.
 pub fn session_processes(shell: u32) -> Vec<u32> {
     let helper = ptyd::process::procfs::ppid(shell as i32).expect("the shell's parent");
