@@ -305,6 +305,35 @@ fn resumed_wait(wait: Option<(i64, u64)>) -> SendInput {
     }
 }
 
+/// An adopted session's journal, opened to go on, and what it holds. A journal that cannot go
+/// on (a full disk) still gives what it holds: the session keeps its history and screen, and
+/// only what it prints from now on is not kept for a later daemon, as when a journal cannot
+/// grow while a session runs.
+fn read_journal(
+    path: &std::path::Path,
+    session: &str,
+) -> (
+    Option<crate::state::journal::Journal>,
+    crate::state::journal::Content,
+) {
+    use crate::state::journal::Journal;
+    let content = match Journal::read(path) {
+        Ok(content) => content,
+        Err(e) => {
+            tracing::warn!(session, error = %e, "the session's journal is unreadable");
+            return (None, Default::default());
+        }
+    };
+    match Journal::resume(path, &content) {
+        Ok(journal) => (Some(journal), content),
+        Err(e) => {
+            tracing::warn!(session, error = %e,
+                "the output journal cannot grow; the session keeps what it had, and a daemon adopting it later will miss what follows");
+            (None, content)
+        }
+    }
+}
+
 /// A cheap handle to a session actor.
 #[derive(Clone)]
 pub struct SessionHandle {
@@ -450,17 +479,7 @@ impl SessionHandle {
                 (Pty::lost(tag).ok()?, Some(ExitKind::Lost))
             }
         };
-        let (journal, content) = match crate::state::journal::Journal::reopen(&files.journal()) {
-            Ok((journal, content)) => (Some(journal), content),
-            Err(e) => {
-                tracing::warn!(session = %record.id, error = %e, "the session's journal is unreadable");
-                let empty = crate::state::journal::Content {
-                    restored: None,
-                    output: Vec::new(),
-                };
-                (None, empty)
-            }
-        };
+        let (journal, content) = read_journal(&files.journal(), &record.id);
         let integration = Integration::from_name(&record.integration).unwrap_or(Integration::None);
         let mark_key = record
             .mark_key

@@ -648,3 +648,94 @@ async fn an_open_the_state_directory_cannot_keep_says_so_in_its_result() {
     })
     .await;
 }
+
+/// A tmpfs of `size` mounted at `at` for as long as it lives; `None` where this machine does not
+/// let the test mount one.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(at).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then(|| SmallDisk(at.to_owned()))
+    }
+
+    /// Writes a file until the disk has no room left.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(self.0.join("filler")).unwrap();
+        let block = vec![1u8; 64 << 10];
+        loop {
+            match filler.write(&block) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+                Err(e) => panic!("filling the disk: {e}"),
+            }
+        }
+        let _ = filler.sync_all();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_adopted_on_a_full_disk_keeps_its_history() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-full-")
+            .tempdir()
+            .unwrap();
+        let Some(disk) = SmallDisk::mount(&dir.path().join("state"), "8m") else {
+            cannot_run_here(
+                "a_session_adopted_on_a_full_disk_keeps_its_history",
+                "this machine does not let the test mount a tmpfs",
+            );
+            return;
+        };
+        let (first, socket) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        let sid = open_in(&mut c, A, dir.path()).await;
+        // More output than the journal's first window holds past its first 64 KiB, so that
+        // going on after it needs room a full disk does not have.
+        run_ok(&mut c, A, &sid, "seq 1 30000; echo seq-done").await;
+        let before = read_page(&mut c, A, &sid, 0, 3).await;
+        assert!(before.text.contains("seq-done"), "{}", before.text);
+        kill9(first).await;
+        disk.fill();
+
+        let (second, _) = serve(dir.path(), "").await;
+        let mut c = ptyd::client::connect(&socket).await.unwrap();
+        let after = read_page(&mut c, A, &sid, 0, 3).await;
+        assert_eq!(after.total_lines, before.total_lines, "{}", after.text);
+        assert_eq!(after.text, before.text);
+        let early = read_from(&mut c, A, &sid, 1, 200).await;
+        assert!(early.text.lines().any(|l| l == "100"), "{}", early.text);
+        // It goes on serving; only what it prints from now on is not kept for a later daemon.
+        assert_eq!(
+            run_ok(&mut c, A, &sid, "echo still-here").await,
+            "still-here"
+        );
+        terminate(second).await;
+        drop(disk);
+    })
+    .await;
+}

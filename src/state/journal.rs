@@ -60,9 +60,12 @@ pub(crate) struct Journal {
 unsafe impl Send for Journal {}
 
 /// What a journal holds: what to restore first, then the output.
+#[derive(Default)]
 pub(crate) struct Content {
     pub(crate) restored: Option<Restored>,
     pub(crate) output: Vec<u8>,
+    /// Bytes of the file's head, before the output.
+    head: u64,
 }
 
 impl Journal {
@@ -71,23 +74,28 @@ impl Journal {
         Journal::with_head(path, path, &journal_head::encode(None))
     }
 
-    /// The journal at `path` a previous daemon wrote, opened to go on after its content, and
-    /// that content.
-    pub(crate) fn reopen(path: &Path) -> io::Result<(Journal, Content)> {
+    /// What the journal at `path` a previous daemon wrote holds. Reading needs no space: on a
+    /// full disk a session keeps what it had even when its journal cannot go on (`resume`).
+    pub(crate) fn read(path: &Path) -> io::Result<Content> {
         let mut bytes = std::fs::read(path)?;
         bytes.truncate(content_len(&bytes));
         let (restored, head) = journal_head::decode(&bytes)?;
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
-        let mut journal = Journal::at(file, path, bytes.len() as u64, false)?;
-        journal.output_start = head as u64;
         bytes.drain(..head);
-        Ok((
-            journal,
-            Content {
-                restored,
-                output: bytes,
-            },
-        ))
+        Ok(Content {
+            restored,
+            output: bytes,
+            head: head as u64,
+        })
+    }
+
+    /// The journal at `path` whose content `read` gave, opened to go on after it (which needs
+    /// room for a window on the disk).
+    pub(crate) fn resume(path: &Path, content: &Content) -> io::Result<Journal> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let end = content.head + content.output.len() as u64;
+        let mut journal = Journal::at(file, path, end, false)?;
+        journal.output_start = content.head;
+        Ok(journal)
     }
 
     /// Replaces this journal by one that restores `restored` and holds no output yet: the new
@@ -237,6 +245,12 @@ mod tests {
         }
     }
 
+    /// Reads the journal at `path` and opens it to go on, as an adopting daemon does.
+    fn reopen(path: &Path) -> io::Result<(Journal, Content)> {
+        let content = Journal::read(path)?;
+        Ok((Journal::resume(path, &content)?, content))
+    }
+
     /// Writes `chunks` through `spare`/`commit` as the daemon's reads do.
     fn write(journal: &mut Journal, data: &[u8]) {
         let mut left = data;
@@ -258,14 +272,14 @@ mod tests {
         write(&mut journal, &first);
         // No flush and no drop: the bytes are in the file as soon as they are committed, as
         // they are for a daemon killed right after a read.
-        let (mut again, content) = Journal::reopen(&path).unwrap();
+        let (mut again, content) = reopen(&path).unwrap();
         assert_eq!(content.output, first);
         assert_eq!(again.output_len(), first.len() as u64);
         drop(journal);
         again.rest();
         write(&mut again, b"more");
         drop(again);
-        let (_, content) = Journal::reopen(&path).unwrap();
+        let (_, content) = reopen(&path).unwrap();
         assert_eq!(&content.output[..first.len()], &first[..]);
         assert_eq!(&content.output[first.len()..], b"more");
         assert_eq!(content.restored, None);
@@ -293,7 +307,7 @@ mod tests {
         // The old journal's file is gone from the directory: nothing but the new one is found.
         drop(journal);
         write(&mut compacted, b"after");
-        let (again, content) = Journal::reopen(&path).unwrap();
+        let (again, content) = reopen(&path).unwrap();
         assert_eq!(content.restored, Some(restored));
         assert_eq!(content.output, b"after");
         assert_eq!(again.output_len(), 5);
