@@ -117,12 +117,14 @@ fn exit_without_waiting_for_stdin(runtime: tokio::runtime::Runtime) {
     runtime.shutdown_background();
 }
 
-/// Logs to stderr, filtered by RUST_LOG (default `info`); no colours when stderr is not a
-/// terminal (journald), no timestamps under systemd (the journal adds its own).
+/// Logs to stderr, filtered by RUST_LOG (default `info`, but `warn` for rmcp, which logs every
+/// MCP HTTP session's start and end and quotes what the client says of itself); no colours
+/// when stderr is not a terminal (journald), no timestamps under systemd (the journal adds its
+/// own).
 fn init_tracing() {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
