@@ -14,6 +14,7 @@
 
 mod daemon;
 mod http;
+mod http_sessions;
 mod params;
 mod progress;
 mod results;

@@ -1556,3 +1556,257 @@ async fn a_scripted_agent_needs_at_most_thirty_calls() {
     })
     .await;
 }
+
+/// A raw HTTP/1.1 connection to an MCP HTTP server, to make requests by the thousand without a
+/// client SDK (each SDK client is a Node process).
+struct Http1 {
+    stream: BufReader<tokio::net::TcpStream>,
+}
+
+/// An HTTP response: status, headers (lower-case names), body.
+struct Answer {
+    status: u16,
+    headers: std::collections::HashMap<String, String>,
+    body: String,
+}
+
+impl Http1 {
+    async fn connect(url: &str) -> Http1 {
+        let address = url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split('/').next())
+            .expect("an http:// URL");
+        let stream = tokio::net::TcpStream::connect(address)
+            .await
+            .expect("connect to the MCP server");
+        Http1 {
+            stream: BufReader::new(stream),
+        }
+    }
+
+    /// A request on this connection (kept open); the body is read to its end, chunked or not.
+    async fn request(
+        &mut self,
+        method: &str,
+        token: &str,
+        session: Option<&str>,
+        body: &str,
+    ) -> Answer {
+        let mut head = format!(
+            "{method} /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {token}\r\n\
+             content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+             mcp-protocol-version: 2025-06-18\r\ncontent-length: {}\r\n",
+            body.len()
+        );
+        if let Some(id) = session {
+            head.push_str(&format!("mcp-session-id: {id}\r\n"));
+        }
+        head.push_str("\r\n");
+        head.push_str(body);
+        self.stream
+            .get_mut()
+            .write_all(head.as_bytes())
+            .await
+            .expect("write the request");
+        let mut line = String::new();
+        self.stream.read_line(&mut line).await.expect("status line");
+        let status = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("a status line: {line:?}"));
+        let mut headers = std::collections::HashMap::new();
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line).await.expect("a header");
+            let Some((name, value)) = line.trim_end().split_once(':') else {
+                break;
+            };
+            headers.insert(name.to_ascii_lowercase(), value.trim().to_owned());
+        }
+        let mut body = Vec::new();
+        if headers
+            .get("transfer-encoding")
+            .is_some_and(|v| v == "chunked")
+        {
+            loop {
+                line.clear();
+                self.stream
+                    .read_line(&mut line)
+                    .await
+                    .expect("a chunk size");
+                let size = usize::from_str_radix(line.trim(), 16).expect("a hex chunk size");
+                let mut chunk = vec![0; size + 2];
+                tokio::io::AsyncReadExt::read_exact(&mut self.stream, &mut chunk)
+                    .await
+                    .expect("a chunk");
+                if size == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..size]);
+            }
+        } else if let Some(length) = headers.get("content-length") {
+            body.resize(length.parse().expect("a length"), 0);
+            tokio::io::AsyncReadExt::read_exact(&mut self.stream, &mut body)
+                .await
+                .expect("the body");
+        }
+        Answer {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        }
+    }
+
+    /// `initialize` on a new connection: the session id it made.
+    async fn initialize(url: &str, token: &str) -> String {
+        let answer = Http1::connect(url)
+            .await
+            .request("POST", token, None, &initialize_request())
+            .await;
+        assert_eq!(answer.status, 200, "initialize: {}", answer.body);
+        answer.headers["mcp-session-id"].clone()
+    }
+
+    /// The status of the `initialized` notification on session `id`: 202 for a live session
+    /// of this token, 404 for one that ended or is another token's.
+    async fn initialized(url: &str, token: &str, id: &str) -> u16 {
+        let body = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+        Http1::connect(url)
+            .await
+            .request("POST", token, Some(id), &body)
+            .await
+            .status
+    }
+}
+
+/// An `initialize` request's body.
+fn initialize_request() -> String {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}
+    })
+    .to_string()
+}
+
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("the server's status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS")
+}
+
+#[tokio::test]
+async fn http_sessions_are_bounded_per_token_and_cost_no_more_than_their_bound() {
+    timed(async {
+        let server = HttpServer::start("token-alice alice\ntoken-bob bob\n").await;
+        let url = server.url.clone();
+        let bobs = Http1::initialize(&url, "token-bob").await;
+        let mut alices = Vec::new();
+        for _ in 0..100 {
+            alices.push(Http1::initialize(&url, "token-alice").await);
+        }
+        // The newest 64 of alice's live; the 36 before them were ended, and bob's is untouched.
+        for (i, id) in alices.iter().enumerate() {
+            let want = if i < 36 { 404 } else { 202 };
+            assert_eq!(
+                Http1::initialized(&url, "token-alice", id).await,
+                want,
+                "session {i}"
+            );
+        }
+        assert_eq!(Http1::initialized(&url, "token-bob", &bobs).await, 202);
+        // A session is its own token's.
+        assert_eq!(
+            Http1::initialized(&url, "token-bob", &alices[99]).await,
+            404
+        );
+        assert_eq!(Http1::initialized(&url, "token-alice", &bobs).await, 404);
+
+        // Thousands of sessions never ended by their client cost no more than 64 do.
+        let pid = server.child.id().expect("runs");
+        let before = rss_kib(pid);
+        for _ in 0..2000 {
+            alices.push(Http1::initialize(&url, "token-alice").await);
+        }
+        let grown = rss_kib(pid).saturating_sub(before);
+        assert!(
+            grown < 32 << 10,
+            "2000 initializes grew the server by {grown} KiB"
+        );
+        // DELETE ends a session at once.
+        let last = alices.last().unwrap();
+        let answer = Http1::connect(&url)
+            .await
+            .request("DELETE", "token-alice", Some(last), "")
+            .await;
+        assert_eq!(answer.status, 202, "{}", answer.body);
+        assert_eq!(Http1::initialized(&url, "token-alice", last).await, 404);
+        drop(server.child);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn idle_connections_without_a_token_cost_an_authenticated_client_nothing() {
+    timed(async {
+        let server = HttpServer::start("token-dan dan\n").await;
+        let pid = server.child.id().expect("runs");
+        let fds = || {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .unwrap()
+                .count()
+        };
+        // A client that made its first requests before the flood, on its one connection.
+        let mut client = Http1::connect(&server.url).await;
+        let answer = client
+            .request("POST", "token-dan", None, &initialize_request())
+            .await;
+        let session = answer.headers["mcp-session-id"].clone();
+        let notified = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let answer = client
+            .request("POST", "token-dan", Some(&session), &notified.to_string())
+            .await;
+        assert_eq!(answer.status, 202);
+        let before = fds();
+        let address = server
+            .url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap();
+        // More than the gate lets in, fewer than it and the listen backlog hold together (a
+        // connect beyond both would wait for the gate to close one, 10 s).
+        let mut idle = Vec::new();
+        for _ in 0..100 {
+            idle.push(
+                tokio::net::TcpStream::connect(address)
+                    .await
+                    .expect("connect"),
+            );
+        }
+        wait_until(Duration::from_secs(5), "64 connections are let in", || {
+            let n = fds();
+            async move { n >= before + 64 }
+        })
+        .await;
+        let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+        let answer = client
+            .request("POST", "token-dan", Some(&session), &list)
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert!(answer.body.contains("terminal_send"), "{}", answer.body);
+        let held = fds() - before;
+        assert!(
+            held <= 64 + 2,
+            "at most 64 unauthenticated connections held: {held}"
+        );
+        drop(idle);
+        drop(server.child);
+    })
+    .await;
+}

@@ -2,8 +2,11 @@
 //! behind a guard that admits a request only with a bearer token from the token file (which
 //! names the request's agent id) and an `Origin` that is absent, loopback or allowed with
 //! `--allow-origin`. A refused request is HTTP 401 (with `WWW-Authenticate: Bearer`) or 403 and
-//! never reaches the daemon. The token file and the admission decision are pure.
+//! never reaches the daemon. The token file and the admission decision are pure. Each token
+//! holds a bounded number of MCP sessions (`http_sessions`), and memory a session held is
+//! handed back to the system once it ends.
 
+use super::http_sessions::SessionBook;
 use super::server::{AgentId, Shared, Terminals};
 use crate::server::constant_time_eq;
 use crate::server::login_gate::{GatedListener, Peer};
@@ -13,15 +16,18 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
+use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The path of the MCP endpoint.
 pub(crate) const PATH: &str = "/mcp";
+/// The header that names a request's MCP session.
+const SESSION_HEADER: &str = "mcp-session-id";
 /// How long requests in flight may finish after a stop signal before the server stops anyway
 /// (well inside the 1 s in which a stopped server must be gone).
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(300);
@@ -158,21 +164,157 @@ pub(crate) fn read_tokens(path: &Path) -> Result<HashMap<String, String>, String
     parse_tokens(&text).map_err(context)
 }
 
-async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
-    match guard.admit(request.headers()) {
-        Ok(agent) => {
-            let peer = request.extensions().get::<ConnectInfo<Peer>>();
-            guard.gate.authenticated(peer.map(|p| p.0.0));
-            request.extensions_mut().insert(AgentId(agent));
-            let json = is_json(request.headers());
-            let response = next.run(request).await;
-            if json && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
-                return parse_error(response).await;
-            }
-            response
-        }
-        Err(refusal) => refusal.into_response(),
+/// What the HTTP layer in front of rmcp's service keeps: who may call, and which MCP sessions
+/// each token holds.
+struct Front {
+    guard: Guard,
+    book: Mutex<SessionBook>,
+    manager: Arc<LocalSessionManager>,
+    /// How long a session may go without a request (rmcp ends it then; the book forgets it).
+    idle_timeout: Duration,
+}
+
+impl Front {
+    fn book(&self) -> std::sync::MutexGuard<'_, SessionBook> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// A request that names MCP session `id`: only the token that made the session may use it,
+    /// and the session is in use until the response's body has been sent (an event stream
+    /// keeps it in use while it is open).
+    async fn on_session(
+        self: &Arc<Front>,
+        agent: &str,
+        id: String,
+        request: Request,
+        next: Next,
+    ) -> Response {
+        if !self.book().may_use(agent, &id) {
+            // As rmcp answers for a session it does not know: nothing says another token has it.
+            return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+        }
+        let deleting = request.method() == http::Method::DELETE;
+        self.book().begin(&id, Instant::now());
+        let in_use = InUse {
+            front: self.clone(),
+            id: id.clone(),
+        };
+        let response = next.run(request).await;
+        if deleting && response.status().is_success() {
+            self.book().remove(&id);
+            crate::memory::trim_soon();
+        }
+        response.map(|body| {
+            axum::body::Body::new(Tracked {
+                body,
+                _in_use: in_use,
+            })
+        })
+    }
+
+    /// A request without a session: an `initialize` that makes one, unless the token already
+    /// holds its bound of sessions, all in use. The least recently used idle sessions beyond the
+    /// bound are ended.
+    async fn without_session(
+        self: &Arc<Front>,
+        agent: &str,
+        request: Request,
+        next: Next,
+    ) -> Response {
+        if request.method() == http::Method::POST && !self.book().has_room(agent) {
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "this token holds {} MCP sessions, each with a request in flight; end one \
+                     (DELETE) before making another\n",
+                    super::http_sessions::MAX_SESSIONS_PER_TOKEN
+                ),
+            )
+                .into_response();
+        }
+        let response = next.run(request).await;
+        let made = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok());
+        if let Some(id) = made {
+            let ended = self
+                .book()
+                .add(agent, id, Instant::now(), self.idle_timeout);
+            if !ended.is_empty() {
+                let manager = self.manager.clone();
+                tokio::spawn(async move {
+                    for id in ended {
+                        let _ = manager.close_session(&SessionId::from(id)).await;
+                    }
+                    crate::memory::trim_soon();
+                });
+            }
+        }
+        response
+    }
+}
+
+/// A request in flight on an MCP session, until it is dropped.
+struct InUse {
+    front: Arc<Front>,
+    id: String,
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        self.front.book().end(&self.id, Instant::now());
+    }
+}
+
+/// A response body that keeps its request in flight until it is sent or dropped.
+struct Tracked {
+    body: axum::body::Body,
+    _in_use: InUse,
+}
+
+impl http_body::Body for Tracked {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: Next) -> Response {
+    let agent = match front.guard.admit(request.headers()) {
+        Ok(agent) => agent,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let peer = request.extensions().get::<ConnectInfo<Peer>>();
+    front.guard.gate.authenticated(peer.map(|p| p.0.0));
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    request.extensions_mut().insert(AgentId(agent.clone()));
+    let json = is_json(request.headers());
+    let response = match session {
+        Some(id) => front.on_session(&agent, id, request, next).await,
+        None => front.without_session(&agent, request, next).await,
+    };
+    if json && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return parse_error(response).await;
+    }
+    response
 }
 
 /// Whether a request says its body is JSON.
@@ -231,6 +373,7 @@ pub(crate) async fn serve(
     let mut session_config = SessionConfig::default();
     session_config.keep_alive = Some(options.session_idle_timeout);
     sessions.session_config = session_config;
+    let manager = Arc::new(sessions);
     let mut config = StreamableHttpServerConfig::default();
     if !local.ip().is_loopback() {
         // Asked-for remote access: clients name this machine however they reach it, and the
@@ -241,12 +384,18 @@ pub(crate) async fn serve(
     let for_sessions = shared.clone();
     let service = StreamableHttpService::new(
         move || Ok(Terminals::new(for_sessions.clone(), close_on_drop)),
-        Arc::new(sessions),
+        manager.clone(),
         config,
     );
-    let router = axum::Router::new().nest_service(PATH, service).layer(
-        axum::middleware::from_fn_with_state(Arc::new(options.guard), guard),
-    );
+    let front = Arc::new(Front {
+        guard: options.guard,
+        book: Default::default(),
+        manager,
+        idle_timeout: options.session_idle_timeout,
+    });
+    let router = axum::Router::new()
+        .nest_service(PATH, service)
+        .layer(axum::middleware::from_fn_with_state(front, guard));
     eprintln!("ptyd mcp: serving MCP on http://{local}{PATH} (bearer token required)");
     let (signalled, stopping) = tokio::sync::oneshot::channel::<()>();
     let router = router.into_make_service_with_connect_info::<Peer>();
