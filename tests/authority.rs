@@ -119,9 +119,9 @@ async fn grpcio_works_with_its_default_authority() {
         let d = start_daemon().await;
         let importable = run("python3", &["-c", "import grpc"]).await;
         if !importable.is_some_and(|out| out.status.success()) {
-            eprintln!(
-                "SKIPPED grpcio_works_with_its_default_authority: python3 with grpcio is not \
-                 installed (`pip install grpcio`)"
+            cannot_run_here(
+                "grpcio_works_with_its_default_authority",
+                "python3 with grpcio is not installed (`pip install grpcio`)",
             );
             d.stop().await;
             return;

@@ -578,6 +578,20 @@ pub fn cannot_run_here(test: &str, why: &str) {
     eprintln!("SKIPPED {test}: {why}");
 }
 
+/// The variable `.ci/run` sets, with its reason, when the machine CI runs on has no writable
+/// cgroup v2 subtree (a container without delegation): cgroup tests skip there, saying so in the
+/// CI log, and fail under CI everywhere else.
+pub const NO_CGROUPS_VAR: &str = "PTYD_TESTS_WITHOUT_CGROUPS";
+
+/// Says that `test` cannot use cgroups here (`why`): a skip where CI found none to give
+/// (`NO_CGROUPS_VAR`) or outside CI, a failure under CI otherwise.
+pub fn without_cgroups(test: &str, why: &str) {
+    match std::env::var(NO_CGROUPS_VAR) {
+        Ok(found) => eprintln!("SKIPPED {test}: {why} (CI found no cgroups to use: {found})"),
+        Err(_) => cannot_run_here(test, why),
+    }
+}
+
 /// Whether `program` is on `PATH`.
 pub fn installed(program: &str) -> bool {
     std::env::var_os("PATH")
