@@ -5,7 +5,7 @@
 //!   official SDK.
 //! - `terminal`: a terminal send and its card; `pump`: coalescing and capping its output.
 //! - `slash`: slash commands; `wire`: the messages; `text`: pure text helpers.
-//! - `state`: per-connection state. The daemon it talks to comes from [`crate::connection`].
+//! - `state`: per-connection state. The daemon it talks to comes from `crate::connection`.
 //! - `error`: the shim's error and the one status-to-ACP-error mapping.
 
 mod agent;

@@ -50,7 +50,7 @@ pub enum Mark {
     InputStart,
     /// OSC 133;C: a command line was accepted; its output follows.
     CommandStart,
-    /// OSC 133;D[;status]: the command finished.
+    /// `OSC 133;D[;status]`: the command finished.
     CommandEnd(Option<i32>),
     /// OSC 7: the shell's working directory (a `file://host/path` URL, kept as sent).
     Cwd(String),

@@ -61,7 +61,7 @@ pub struct McpOptions {
     /// agent id each acts as (only with --listen)
     #[arg(long, value_name = "PATH", requires = "listen")]
     pub token_file: Option<PathBuf>,
-    /// A browser origin allowed besides loopback ones, such as https://app.example.com
+    /// A browser origin allowed besides loopback ones, such as <https://app.example.com>
     /// (repeatable; HTTP only)
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,

@@ -23,7 +23,7 @@
 //! - keeps a copy of the terminal's master (it came as stderr), so the kernel never hangs the
 //!   terminal up when the daemon dies, and serves a per-session Unix socket (`SOCKET_ENV`) in
 //!   the daemon's state directory: a daemon that connects gets the master (`SCM_RIGHTS`, see
-//!   [`crate::process::handover`]) and every report so far, the program's exit included when
+//!   `crate::process::handover`) and every report so far, the program's exit included when
 //!   it happened while no daemon ran, and hears the later ones on that connection;
 //! - if the daemon dies (the status pipe's reader, or the adopting daemon's connection, is
 //!   gone), keeps the session for the adoption grace (`GRACE_ENV`, 0 = forever) and then kills

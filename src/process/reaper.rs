@@ -20,7 +20,7 @@
 //! `Reaper` task reaps such adopted zombies on SIGCHLD without touching what others wait for:
 //! the helpers and shells a session's `Pty` watches, and any other child of the process.
 //! Once a helper is gone its session's members are found by the shell's Unix session and the
-//! session's tag ([`crate::process::tag`]), which is also what a later daemon has to go on.
+//! session's tag (`crate::process::tag`), which is also what a later daemon has to go on.
 
 use crate::process::fd;
 use crate::process::procfs;

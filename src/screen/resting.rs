@@ -7,7 +7,7 @@ use super::{Terminal, nonzero};
 use std::num::NonZeroU16;
 
 impl Terminal {
-    /// Lets an idle terminal's screen rest (see [`Resting`]): frees the emulator's grid until
+    /// Lets an idle terminal's screen rest (see `Resting`): frees the emulator's grid until
     /// the next output or read. Returns whether it rests. It does not while a full-screen
     /// program shows, a run of plain lines or a scroll region is in effect, or the last output
     /// ended inside an escape sequence or character, whose rest would be lost.
