@@ -7,16 +7,16 @@
 //!
 //! - [`server`]: `ptyd serve`'s start-up (`server/startup.rs`, [`server::run`]: config, signals,
 //!   socket activation or bind, the TCP token), the socket and its TCP listener, reflection v1
-//!   and v1alpha, the peer check and the hand-written HTTP/2 refusal another user gets
-//!   (`server/refusal.rs`: `PERMISSION_DENIED`, then GOAWAY), the caller's `grpc-timeout`
+//!   and v1alpha, the peer check, HTTP/2 spoken by hand in `server/h2/` (the refusal another
+//!   user gets in `refusal.rs`: `PERMISSION_DENIED`, then GOAWAY; the rewrite of an
+//!   `:authority` that is the socket path, as grpcio and grpcurl send it, to `localhost` in
+//!   `authority.rs`; the framing they share in `frame.rs`), the caller's `grpc-timeout`
 //!   answered `DEADLINE_EXCEEDED` (`server/deadline.rs`), upgrade in place on SIGHUP
 //!   (`server/upgrade.rs`: the new binary's config check, the listeners and sessions handed over
 //!   across `exec`; the calls in flight answered `UNAVAILABLE` first by `server/drain.rs`; both
 //!   cut streams short through `server/cut_body.rs`), and `serve(listener, config, shutdown)`.
 //! - [`stop_post`]: `ptyd stop-post`, the systemd unit's `ExecStopPost=`: ends what a stopped
 //!   daemon left (`SERVICE_RESULT` success or timeout), never after a crash.
-//! - `h2_authority`: accepts clients that send the socket path as HTTP/2 `:authority` (rewritten
-//!   to `localhost`).
 //! - `service`: the gRPC `Terminals` service (protocol only: validate, registry, session,
 //!   `pb` response) and the error-to-status table.
 //! - `registry`: sessions and jobs keyed by owner agent; ids; limits as reservations taken before
@@ -92,7 +92,6 @@ pub mod config;
 pub(crate) mod connection;
 pub(crate) mod daemon_env;
 pub mod error;
-pub(crate) mod h2_authority;
 pub mod history;
 pub mod marks;
 pub mod mcp;

@@ -13,8 +13,8 @@
 mod cut_body;
 mod deadline;
 mod drain;
+mod h2;
 pub(crate) mod login_gate;
-mod refusal;
 mod startup;
 mod upgrade;
 
@@ -222,18 +222,18 @@ pub(crate) async fn serve_with(
     let allow_root = config.allow_root;
     let own_uid = nix::unistd::getuid().as_raw();
     let refusals = Arc::new(tokio::sync::Semaphore::new(
-        refusal::MAX_CONCURRENT_REFUSALS,
+        h2::refusal::MAX_CONCURRENT_REFUSALS,
     ));
     // A connection from another user is answered by `refusal` and goes no further. Each other
     // one goes through `AuthorityFix`, so clients that send the socket path as the HTTP/2
     // `:authority` (grpcio, grpc-java, grpc-swift, grpcurl) are accepted as they are.
     let incoming = UnixListenerStream::new(listener).filter_map(move |conn| match conn {
         Ok(stream) => match peer_check(&stream, own_uid, allow_root) {
-            Ok(()) => Some(Ok(crate::h2_authority::AuthorityFix::new(stream))),
+            Ok(()) => Some(Ok(h2::authority::AuthorityFix::new(stream))),
             Err(message) => {
                 if let Ok(permit) = refusals.clone().try_acquire_owned() {
                     tokio::spawn(async move {
-                        refusal::refuse(stream, message).await;
+                        h2::refusal::refuse(stream, message).await;
                         drop(permit);
                     });
                 }
@@ -382,11 +382,15 @@ fn peer_check(
         Ok(cred) if cred.uid() == own_uid || (allow_root && cred.uid() == 0) => Ok(()),
         Ok(cred) => {
             tracing::warn!(uid = cred.uid(), "refused a connection from another user");
-            Err(refusal::message(own_uid, Some(cred.uid()), cred.uid() == 0))
+            Err(h2::refusal::message(
+                own_uid,
+                Some(cred.uid()),
+                cred.uid() == 0,
+            ))
         }
         Err(e) => {
             tracing::warn!(error = %e, "refused a connection without peer credentials");
-            Err(refusal::message(own_uid, None, false))
+            Err(h2::refusal::message(own_uid, None, false))
         }
     }
 }

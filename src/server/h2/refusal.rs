@@ -5,8 +5,9 @@
 //! It reads frame headers only (to find the first request's stream id), never a header block,
 //! and a peer gets a bounded time and number of bytes before the connection is closed.
 
-use crate::h2_authority::{
-    FLAG_END_HEADERS, FLAG_END_STREAM, FRAME_HEAD_LEN, PREFACE, TYPE_HEADERS, write_frame_head,
+use super::frame::{
+    FLAG_ACK, FLAG_END_HEADERS, FLAG_END_STREAM, FRAME_HEAD_LEN, PREFACE, TYPE_GOAWAY,
+    TYPE_HEADERS, TYPE_SETTINGS, frame,
 };
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,9 +21,6 @@ const MAX_REFUSED_BYTES: usize = 64 << 10;
 /// another user cannot make the daemon hold many sockets open.
 pub(crate) const MAX_CONCURRENT_REFUSALS: usize = 16;
 
-const TYPE_SETTINGS: u8 = 0x4;
-const TYPE_GOAWAY: u8 = 0x7;
-const FLAG_ACK: u8 = 0x1;
 /// gRPC's PERMISSION_DENIED.
 const GRPC_PERMISSION_DENIED: u8 = 7;
 
@@ -116,20 +114,6 @@ async fn first_request(stream: &mut UnixStream) -> std::io::Result<Option<u32>> 
                 .await?;
         }
     }
-}
-
-/// One HTTP/2 frame.
-fn frame(kind: u8, flags: u8, stream_id: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FRAME_HEAD_LEN + payload.len());
-    write_frame_head(
-        &mut out,
-        payload.len(),
-        kind,
-        flags,
-        stream_id & 0x7fff_ffff,
-    );
-    out.extend_from_slice(payload);
-    out
 }
 
 /// GOAWAY after `last_stream_id`, NO_ERROR, with `message` as its debug data.

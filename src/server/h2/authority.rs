@@ -30,7 +30,15 @@
 //!   undecodable or oversized block) is turned into one HEADERS frame whose block is the
 //!   indexed field 0, which RFC 7541 makes a decoding error: the server answers with GOAWAY.
 //!   Nothing after it is forwarded.
+//!
+//! Once h2 accepts such an authority (hyperium/h2 PR #487) and tonic depends on that release,
+//! this module goes, and connections reach h2 as they are.
 
+use super::frame::{
+    FLAG_END_HEADERS, FLAG_END_STREAM, FLAG_PADDED, FLAG_PRIORITY, FRAME_HEAD_LEN,
+    MAX_FRAME_PAYLOAD, PREFACE, TYPE_CONTINUATION, TYPE_HEADERS, TYPE_PUSH_PROMISE,
+    write_frame_head,
+};
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -38,23 +46,6 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::transport::server::Connected;
 
-/// The HTTP/2 client connection preface.
-pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-/// Length of an HTTP/2 frame header.
-pub(crate) const FRAME_HEAD_LEN: usize = 9;
-
-pub(crate) const TYPE_HEADERS: u8 = 0x1;
-const TYPE_PUSH_PROMISE: u8 = 0x5;
-const TYPE_CONTINUATION: u8 = 0x9;
-
-pub(crate) const FLAG_END_STREAM: u8 = 0x1;
-pub(crate) const FLAG_END_HEADERS: u8 = 0x4;
-const FLAG_PADDED: u8 = 0x8;
-const FLAG_PRIORITY: u8 = 0x20;
-
-/// Largest frame payload this adapter emits: the protocol's minimum SETTINGS_MAX_FRAME_SIZE,
-/// which every server accepts (tonic's server keeps hyper's default, which is this value).
-const MAX_FRAME_PAYLOAD: usize = 16_384;
 /// The server's SETTINGS_HEADER_TABLE_SIZE, the bound on the client encoder's dynamic table:
 /// the HTTP/2 default, since tonic's server builder offers no way to change it.
 const SERVER_HEADER_TABLE_SIZE: usize = 4_096;
@@ -498,20 +489,6 @@ fn encode_literal(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
             .expect("writing to a Vec cannot fail");
         out.extend_from_slice(s);
     }
-}
-
-pub(crate) fn write_frame_head(
-    out: &mut Vec<u8>,
-    len: usize,
-    frame_type: u8,
-    flags: u8,
-    stream_id: u32,
-) {
-    debug_assert!(len <= MAX_FRAME_PAYLOAD);
-    out.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
-    out.push(frame_type);
-    out.push(flags);
-    out.extend_from_slice(&stream_id.to_be_bytes());
 }
 
 /// Appends `block` as a HEADERS frame (with `flags`' END_STREAM and PRIORITY, and `priority`
