@@ -1259,10 +1259,10 @@ fn case_stdin(setup: &Setup, rows: &mut Vec<Row>) {
     let (mut snap, mut probe) = (Vec::new(), Vec::new());
     for _ in 0..200 {
         let t0 = Instant::now();
-        std::hint::black_box(ptyd::waiting::probe::task_switches(raw.pid));
+        std::hint::black_box(ptyd::process::stdin_probe::task_switches(raw.pid));
         snap.push(ms(t0.elapsed()));
         let t0 = Instant::now();
-        std::hint::black_box(ptyd::waiting::probe::terminal_reader(
+        std::hint::black_box(ptyd::process::stdin_probe::terminal_reader(
             raw.pid, &raw.tty, false,
         ));
         probe.push(ms(t0.elapsed()));
@@ -1298,8 +1298,9 @@ fn case_stdin(setup: &Setup, rows: &mut Vec<Row>) {
                 std::thread::spawn(move || {
                     loop {
                         std::thread::sleep(FLOOR_POLL);
-                        let found = ptyd::waiting::probe::terminal_reader(session_pid, &tty, false)
-                            .is_some_and(|r| !r.is_shell);
+                        let found =
+                            ptyd::process::stdin_probe::terminal_reader(session_pid, &tty, false)
+                                .is_some_and(|r| !r.is_shell);
                         if found {
                             break t0.elapsed();
                         }
@@ -1328,7 +1329,7 @@ fn case_stdin(setup: &Setup, rows: &mut Vec<Row>) {
                 std::thread::sleep(FLOOR_POLL);
                 raw.drain_now(&mut seen);
                 let started = find(&seen, MARK_C).is_some();
-                let found = ptyd::waiting::probe::terminal_reader(raw.pid, &raw.tty, false)
+                let found = ptyd::process::stdin_probe::terminal_reader(raw.pid, &raw.tty, false)
                     .is_some_and(|r| r.is_shell);
                 if started && found {
                     break t0.elapsed();

@@ -45,7 +45,8 @@
 //!   reaps the process tree and keeps the session while no daemon runs), [`process::cgroup`]
 //!   (one cgroup v2 per session, under one parent per daemon), [`process::reaper`] (finding and
 //!   ending a session's process tree), `process::tracking` (which of cgroup and subreaper tracks
-//!   processes), [`process::procfs`] (named `/proc` reads), `process::fd` (pipes, non-blocking
+//!   processes), [`process::procfs`] (named `/proc` reads), [`process::stdin_probe`] (whether
+//!   a foreground program is blocked reading the terminal, from `/proc`), `process::fd` (pipes, non-blocking
 //!   fds and pidfds on nix), `process::handover` (the PTY master and the helper's reports passed
 //!   to an adopting daemon with `SCM_RIGHTS`).
 //! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
@@ -56,7 +57,7 @@
 //! - [`history`]: the paged, bounded, numbered line store (pure).
 //! - [`marks`]: shell-integration wrappers (bash, zsh, fish), the per-session mark key, OSC 133/7
 //!   parsing and output-region scanning.
-//! - [`waiting`]: deciding the wait reason (pure) and the `/proc` stdin probe.
+//! - [`waiting`]: deciding the wait reason (pure).
 //! - [`render`]: byte-capped model-facing text (pure).
 //! - `private_dir`: the check that no other user can change where the socket and state live.
 //! - `memory`: one `malloc_trim` after a burst of sessions rests or closes.

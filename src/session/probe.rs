@@ -2,7 +2,7 @@
 //! the schedule counts of the threads that may take a send's input, taken just before the
 //! input's first byte is written (a reader counts as blocked only once it has moved past them).
 
-use crate::waiting::probe::{self, Reader, ScheduleCounter};
+use crate::process::stdin_probe::{self as probe, Reader, ScheduleCounter};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

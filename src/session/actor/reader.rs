@@ -61,13 +61,13 @@ impl Actor {
     }
 
     /// A process of the terminal's foreground group blocked reading the terminal, if any.
-    pub(super) fn terminal_reader(&self) -> Option<waiting::probe::Reader> {
+    pub(super) fn terminal_reader(&self) -> Option<crate::process::stdin_probe::Reader> {
         let tty = self.pty.tty_path()?;
         let password_mode = self.pty.termios().is_some_and(|t| {
             use nix::sys::termios::LocalFlags;
             t.local_flags.contains(LocalFlags::ICANON) && !t.local_flags.contains(LocalFlags::ECHO)
         });
-        waiting::probe::terminal_reader(self.pty.pid() as i32, tty, password_mode)
+        crate::process::stdin_probe::terminal_reader(self.pty.pid() as i32, tty, password_mode)
     }
 
     /// Whether `input` would only be typed ahead (contract section 5): text, not only control
