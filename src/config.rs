@@ -3,6 +3,7 @@
 //! reads the TOML config file over it (schema below, documented key by key in
 //! `config.example.toml`) and rejects a bad file naming the file, the key and the reason.
 
+pub(crate) mod daemon_env;
 mod file;
 
 use crate::marks::Integration;

@@ -15,8 +15,8 @@
 //!   (`server/upgrade.rs`: the new binary's config check, the listeners and sessions handed over
 //!   across `exec`; the calls in flight answered `UNAVAILABLE` first by `server/drain.rs`; both
 //!   cut streams short through `server/cut_body.rs`), and `serve(listener, config, shutdown)`.
-//! - [`stop_post`]: `ptyd stop-post`, the systemd unit's `ExecStopPost=`: ends what a stopped
-//!   daemon left (`SERVICE_RESULT` success or timeout), never after a crash.
+//!   [`server::stop_post`] is `ptyd stop-post`, the systemd unit's `ExecStopPost=`: it ends what
+//!   a stopped daemon left (`SERVICE_RESULT` success or timeout), never after a crash.
 //! - `service`: the gRPC `Terminals` service (protocol only: validate, registry, session,
 //!   `pb` response) and the error-to-status table.
 //! - `registry`: sessions and jobs keyed by owner agent; ids; limits as reservations taken before
@@ -48,7 +48,8 @@
 //!   processes), [`process::procfs`] (named `/proc` reads), [`process::stdin_probe`] (whether
 //!   a foreground program is blocked reading the terminal, from `/proc`), `process::fd` (pipes, non-blocking
 //!   fds and pidfds on nix), `process::handover` (the PTY master and the helper's reports passed
-//!   to an adopting daemon with `SCM_RIGHTS`).
+//!   to an adopting daemon with `SCM_RIGHTS`), and `process::memory` (one `malloc_trim` after a
+//!   burst of sessions rests or closes).
 //! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
 //!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
 //!   vt100 lacks in `xterm`), the emulator state and its line reads (`state`), history recording
@@ -60,12 +61,13 @@
 //! - [`waiting`]: deciding the wait reason (pure).
 //! - [`render`]: byte-capped model-facing text (pure).
 //! - `private_dir`: the check that no other user can change where the socket and state live.
-//! - `memory`: one `malloc_trim` after a burst of sessions rests or closes.
 //! - `validate`: request checks with messages that name the field, and the one rule for
 //!   environment names (pure).
 //! - [`config`]: terminal types, limits, defaults, the session environment policy
 //!   (`Config::session_env`); the config file's schema, its checks and how it is read over the
-//!   defaults in `config/file.rs`.
+//!   defaults in `config/file.rs`; the daemon's own start-up variables (listener hand-over,
+//!   socket activation), which neither a session nor the next image inherits as they are, in
+//!   `config/daemon_env.rs`.
 //! - [`acp`]: the ACP agent shim (`ptyd acp`); `acp/error.rs` is its typed error and the one
 //!   status-to-ACP-error mapping.
 //! - [`mcp`]: the MCP server (`ptyd mcp`): the model-facing tools over stdio or streamable HTTP;
@@ -73,8 +75,6 @@
 //!   progress notifications (`progress`), the reconnecting daemon link (`daemon`), HTTP auth and
 //!   the `Origin` guard (`http`).
 //! - `connection`: the daemon a front-end (acp, mcp) talks to: on the socket, or in-process.
-//! - `daemon_env`: the daemon's own start-up variables (listener hand-over, socket activation),
-//!   which neither a session nor the next image inherits as they are.
 //! - [`client`]: typed client over the socket.
 //! - [`cli`]: the `ptyd` command line (client verbs; `--json` prints `pb`'s serialization).
 //! - [`pb`]: protobuf glue: generated code, conversions from domain types, the responses and
@@ -91,12 +91,10 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub(crate) mod connection;
-pub(crate) mod daemon_env;
 pub mod error;
 pub mod history;
 pub mod marks;
 pub mod mcp;
-pub(crate) mod memory;
 pub mod pb;
 pub(crate) mod private_dir;
 pub mod process;
@@ -107,7 +105,6 @@ pub mod server;
 pub(crate) mod service;
 pub(crate) mod session;
 pub(crate) mod state;
-pub mod stop_post;
 pub(crate) mod validate;
 pub mod waiting;
 

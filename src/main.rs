@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         };
     }
     if let Verb::StopPost = cli.command {
-        return match ptyd::stop_post::run() {
+        return match ptyd::server::stop_post::run() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");

@@ -11,6 +11,7 @@ pub mod cgroup;
 pub(crate) mod fd;
 pub(crate) mod handover;
 pub mod helper;
+pub(crate) mod memory;
 pub mod procfs;
 pub(crate) mod pty;
 pub mod reaper;

@@ -16,6 +16,7 @@ mod drain;
 mod h2;
 pub(crate) mod login_gate;
 mod startup;
+pub mod stop_post;
 mod upgrade;
 
 pub use startup::{ServeOptions, run};

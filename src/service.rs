@@ -132,7 +132,7 @@ impl Terminals {
         // The variables that describe the daemon's own start (its handed-over sockets) are
         // never a session's, whatever the allowlist says.
         let daemon_env =
-            std::env::vars().filter(|(name, _)| !crate::daemon_env::is_handover_var(name));
+            std::env::vars().filter(|(name, _)| !crate::config::daemon_env::is_handover_var(name));
         let mut env = self.config.session_env(&id, ty, &req.env, daemon_env);
         let mut argv = ty.argv.clone();
         // Every session gets a key, one without integration too: then no mark counts.

@@ -202,7 +202,7 @@ impl Front {
         let response = next.run(request).await;
         if deleting && response.status().is_success() {
             self.book().remove(&id);
-            crate::memory::trim_soon();
+            crate::process::memory::trim_soon();
         }
         response.map(|body| {
             axum::body::Body::new(Tracked {
@@ -247,7 +247,7 @@ impl Front {
                     for id in ended {
                         let _ = manager.close_session(&SessionId::from(id)).await;
                     }
-                    crate::memory::trim_soon();
+                    crate::process::memory::trim_soon();
                 });
             }
         }

@@ -21,7 +21,7 @@
 //!   signals once its own handlers are installed ([`unblock_signals`]).
 
 use super::drain::Drain;
-use crate::daemon_env::{HANDOVER_ENV, is_handover_var};
+use crate::config::daemon_env::{HANDOVER_ENV, is_handover_var};
 use crate::error::{Error, Result};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 use std::convert::Infallible;

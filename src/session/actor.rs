@@ -206,7 +206,7 @@ impl Actor {
             }
         }
         self.shutdown().await;
-        crate::memory::trim_soon();
+        crate::process::memory::trim_soon();
     }
 
     fn next_deadline(&self, now: Instant) -> Option<Instant> {
@@ -356,7 +356,7 @@ impl Actor {
             self.rest_due = None;
             self.capture.rest();
             if self.terminal.rest() {
-                crate::memory::trim_soon();
+                crate::process::memory::trim_soon();
             }
         }
         if self.publish_due.is_some_and(|at| now >= at) {
