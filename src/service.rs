@@ -4,13 +4,12 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::marks::{IntegrationFiles, MarkKey};
+use crate::marks::IntegrationFiles;
 use crate::pb;
 use crate::registry::Registry;
 use crate::render;
-use crate::session::{ReadQuery, SendInput, SessionHandle, SessionSpec, Status};
+use crate::session::{OpenParams, ReadQuery, SendInput, SessionHandle, SessionSpec, Status};
 use crate::validate;
-use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,71 +97,23 @@ impl Terminals {
     async fn open(&self, req: pb::OpenRequest) -> Result<pb::OpenResponse> {
         validate::agent_id(&req.agent_id)?;
         let cap = validate::max_result_bytes(req.max_result_bytes)?;
-        let cols =
-            validate::ranged("cols", req.cols, u32::from(self.config.cols), 20, 1000)? as u16;
-        let rows = validate::ranged("rows", req.rows, u32::from(self.config.rows), 5, 1000)? as u16;
-        if req.name.len() > 128 || req.name.chars().any(char::is_control) {
-            return Err(Error::invalid(
-                "name must be at most 128 bytes without control characters",
-            ));
-        }
-        let type_name = if req.r#type.is_empty() {
-            "shell"
-        } else {
-            req.r#type.as_str()
+        let params = OpenParams {
+            type_name: &req.r#type,
+            name: &req.name,
+            cwd: &req.cwd,
+            cols: req.cols,
+            rows: req.rows,
+            env: &req.env,
         };
-        let ty = self.config.find_type(type_name).ok_or_else(|| {
-            Error::invalid(format!(
-                "type {} is not registered; known types: {}",
-                validate::quoted(type_name),
-                self.config.type_names()
-            ))
-        })?;
-        let cwd = self.resolve_cwd(&req.cwd)?;
-        for (name, value) in &req.env {
-            validate::env_var(name, value)?;
-        }
+        let checked = SessionSpec::for_open(&self.config, &params)?;
         // The slot is taken before the session starts and given back if it does not.
         let reservation = self.registry.reserve(
             &req.agent_id,
             self.config.limits.sessions_per_agent,
             self.config.limits.sessions_total,
         )?;
-        let id = reservation.id().to_owned();
-        // The variables that describe the daemon's own start (its handed-over sockets) are
-        // never a session's, whatever the allowlist says.
-        let daemon_env =
-            std::env::vars().filter(|(name, _)| !crate::config::daemon_env::is_handover_var(name));
-        let mut env = self.config.session_env(&id, ty, &req.env, daemon_env);
-        let mut argv = ty.argv.clone();
-        // Every session gets a key, one without integration too: then no mark counts.
-        let mark_key = MarkKey::generate()
-            .map_err(|e| Error::Internal(format!("cannot make the session's mark key: {e}")))?;
-        self.integration.apply(
-            ty.integration,
-            &mark_key,
-            ty.history_expansion,
-            &mut argv,
-            &mut env,
-        );
-        let spec = SessionSpec {
-            id,
-            name: req.name.clone(),
-            type_name: ty.name.clone(),
-            argv,
-            env,
-            cwd,
-            cols,
-            rows,
-            integration: ty.integration,
-            mark_key,
-            history_lines: self.config.history_lines,
-            history_bytes: self.config.history_bytes,
-            startup_timeout: self.config.startup_timeout,
-            startup_idle: self.config.startup_idle,
-            close_grace: self.config.close_grace,
-            process_tracking: self.config.process_tracking,
-        };
+        let type_name = checked.type_name().to_owned();
+        let spec = checked.spec(reservation.id().to_owned(), &self.config, &self.integration)?;
         let persist = self.registry.state().map(|state| crate::session::Persist {
             files: state.session(&spec.id),
             owner: req.agent_id.clone(),
@@ -174,8 +125,7 @@ impl Terminals {
             let detail = render::tail_fit(&ready.motd, 400).to_owned();
             handle.close().await;
             return Err(Error::FailedPrecondition(format!(
-                "type {:?} exited during startup: {}",
-                ty.name,
+                "type {type_name:?} exited during startup: {}",
                 if detail.is_empty() {
                     "(no output)"
                 } else {
@@ -190,24 +140,6 @@ impl Terminals {
             not_kept.as_deref(),
             cap,
         ))
-    }
-
-    /// Resolves a requested cwd against the workspace root.
-    fn resolve_cwd(&self, requested: &str) -> Result<PathBuf> {
-        let path = if requested.is_empty() {
-            self.config.workspace_root.clone()
-        } else if Path::new(requested).is_absolute() {
-            PathBuf::from(requested)
-        } else {
-            self.config.workspace_root.join(requested)
-        };
-        if !path.is_dir() {
-            return Err(Error::invalid(format!(
-                "cwd {} does not exist or is not a directory",
-                validate::quoted(&path.display().to_string())
-            )));
-        }
-        Ok(path)
     }
 
     async fn send(&self, req: pb::SendRequest) -> Result<pb::SendResponse> {

@@ -16,15 +16,14 @@ mod probe;
 mod send;
 mod shell;
 mod shell_marks;
+mod spec;
 mod view;
 mod watchers;
 
 use crate::error::{Error, Result};
-use crate::marks::{Integration, MarkKey};
 use crate::process::pty::{ExitKind, Pty};
 use crate::waiting::WaitReason;
 use nix::sys::signal::Signal;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
@@ -32,45 +31,8 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 /// Commands queued per session before callers wait.
 const COMMAND_QUEUE: usize = 32;
 
-/// Everything needed to start a session.
-#[derive(Debug, Clone)]
-pub struct SessionSpec {
-    /// Session id ("t1").
-    pub id: String,
-    /// Display name (may be empty).
-    pub name: String,
-    /// Terminal type name.
-    pub type_name: String,
-    /// Program and arguments, integration already applied.
-    pub argv: Vec<String>,
-    /// The complete environment.
-    pub env: Vec<(String, String)>,
-    /// Working directory.
-    pub cwd: PathBuf,
-    /// Columns.
-    pub cols: u16,
-    /// Rows.
-    pub rows: u16,
-    /// Prompt-mark recipe in use.
-    pub integration: Integration,
-    /// The secret the integration's marks carry (handed to it in `env`); marks without it are
-    /// output's, not the shell's. The shell keeps printing it for its whole life, so it is part
-    /// of what a daemon adopting the session must keep.
-    pub mark_key: MarkKey,
-    /// History bound in lines.
-    pub history_lines: u64,
-    /// History bound in bytes.
-    pub history_bytes: usize,
-    /// Deadline for the session to become ready.
-    pub startup_timeout: Duration,
-    /// Output silence that counts as ready.
-    pub startup_idle: Duration,
-    /// Grace period of the polite close signal.
-    pub close_grace: Duration,
-    /// How Close finds the session's processes (resolved by `serve`; `Auto` is resolved at
-    /// spawn).
-    pub process_tracking: crate::process::ProcessTracking,
-}
+pub(crate) use spec::OpenParams;
+pub use spec::SessionSpec;
 
 /// How the session's program is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -417,24 +379,7 @@ impl SessionHandle {
         let pid = pty.pid();
         let created_unix_ms = unix_ms(SystemTime::now());
         let store = persist.map(|p| {
-            let record = crate::state::record::SessionRecord {
-                id: spec.id.clone(),
-                owner: p.owner,
-                name: spec.name.clone(),
-                type_name: spec.type_name.clone(),
-                cols: spec.cols,
-                rows: spec.rows,
-                created_unix_ms,
-                cwd: spec.cwd.clone(),
-                integration: spec.integration.name().to_owned(),
-                mark_key: spec.mark_key.text().map(str::to_owned),
-                history_lines: spec.history_lines,
-                history_bytes: spec.history_bytes,
-                close_grace_ms: spec.close_grace.as_millis() as u64,
-                pid,
-                process_tag: pty.tag().map(str::to_owned),
-                jobs: Vec::new(),
-            };
+            let record = spec.record(p.owner, created_unix_ms, pid, pty.tag().map(str::to_owned));
             (p.files, record)
         });
         let store = match store {
@@ -480,29 +425,7 @@ impl SessionHandle {
             }
         };
         let (journal, content) = read_journal(&files.journal(), &record.id);
-        let integration = Integration::from_name(&record.integration).unwrap_or(Integration::None);
-        let mark_key = record
-            .mark_key
-            .as_deref()
-            .map_or_else(MarkKey::unverified, MarkKey::from_saved);
-        let spec = SessionSpec {
-            id: record.id.clone(),
-            name: record.name.clone(),
-            type_name: record.type_name.clone(),
-            argv: Vec::new(),
-            env: Vec::new(),
-            cwd: record.cwd.clone(),
-            cols: record.cols,
-            rows: record.rows,
-            integration,
-            mark_key,
-            history_lines: record.history_lines,
-            history_bytes: record.history_bytes,
-            startup_timeout: Duration::ZERO,
-            startup_idle: Duration::ZERO,
-            close_grace: Duration::from_millis(record.close_grace_ms),
-            process_tracking: tracking,
-        };
+        let spec = SessionSpec::from_record(&record, tracking);
         let created_unix_ms = record.created_unix_ms;
         let replay = Replay {
             restored: content.restored,

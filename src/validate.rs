@@ -55,6 +55,38 @@ pub(crate) fn ranged(field: &str, value: u32, default: u32, min: u32, max: u32) 
     Ok(value)
 }
 
+/// The terminal sizes a session may have (contract section 1).
+pub(crate) const COLS: std::ops::RangeInclusive<u16> = 20..=1000;
+pub(crate) const ROWS: std::ops::RangeInclusive<u16> = 5..=1000;
+
+/// A terminal dimension in `range`, with 0 meaning `default`.
+pub(crate) fn size(
+    field: &str,
+    value: u32,
+    default: u16,
+    range: std::ops::RangeInclusive<u16>,
+) -> Result<u16> {
+    let value = ranged(
+        field,
+        value,
+        u32::from(default),
+        u32::from(*range.start()),
+        u32::from(*range.end()),
+    )?;
+    // In range, so it fits.
+    Ok(value as u16)
+}
+
+/// A session's display name: at most 128 bytes, no control characters.
+pub(crate) fn session_name(name: &str) -> Result<()> {
+    if name.len() > 128 || name.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            "name must be at most 128 bytes without control characters",
+        ));
+    }
+    Ok(())
+}
+
 /// A value whose range starts at 0 (so 0 is a value, not "the default"): `field` must be at most
 /// `max`.
 pub(crate) fn ranged_from_zero(field: &str, value: u32, max: u32) -> Result<u32> {

@@ -68,8 +68,7 @@ pub(crate) struct JobRecord {
 }
 
 /// The sizes a record may hold: those `Open` accepts.
-const COLS: std::ops::RangeInclusive<u16> = 20..=1000;
-const ROWS: std::ops::RangeInclusive<u16> = 5..=500;
+use crate::validate::{COLS, ROWS};
 
 impl SessionRecord {
     /// Makes a record that parsed but holds what no daemon writes usable: a size `Open` would
@@ -121,8 +120,10 @@ mod tests {
     #[test]
     fn a_record_no_daemon_writes_is_repaired_not_used_as_it_is() {
         // (cols, rows, history lines, what is repaired)
-        let cases: [(u16, u16, u64, &[&str]); 5] = [
+        let cases: [(u16, u16, u64, &[&str]); 6] = [
             (120, 40, 1000, &[]),
+            // The largest size Open accepts is kept as it is.
+            (1000, 1000, 1000, &[]),
             (0, 0, 1000, &["size"]),
             (120, 0, 1000, &["size"]),
             (5000, 40, 1000, &["size"]),
