@@ -22,20 +22,24 @@
 //! - `registry`: sessions and jobs keyed by owner agent; ids; limits as reservations taken before
 //!   a session starts.
 //! - `session`: one actor task per PTY session. `session.rs` is its public face (`SessionHandle`:
-//!   a command channel and a `watch` of its state, and the types its commands carry). The loop
-//!   and one handler per command are in `session/actor.rs`, by concern in `actor/output.rs`
-//!   (output taken in through the journal, marks to the shell state, query answers queued),
-//!   `actor/signals.rs` (`Signal`, aimed at the foreground group from `tcgetpgrp`, and
-//!   `JobKill`), `actor/reader.rs` (who reads the terminal: the stdin probe, typeahead, line
-//!   mode), `actor/adopt.rs` (replaying a predecessor's journal) and `actor/compact.rs`
-//!   (compacting the journal at its bound). Beside them: a signal's aim (`aim.rs`), the shell's
-//!   state machine (`shell.rs`, pure: marks, prompt, kept line, refused lines, when input may be
-//!   written), the send in flight (`send.rs`: deadlines, collected marks, its reply, stream or
-//!   job sink), jobs (`jobs.rs`, and `kill.rs` for `JobKill`), views over the terminal
-//!   (`view.rs`, pure: Read pages, viewports, MOTD, Watch replay), the stdin probe's schedule
-//!   (`probe.rs`), the Watch feed (`watchers.rs`), where output reads land (`capture.rs`: the
-//!   journal, or the thread's shared buffer) and the marks a compacted journal keeps
-//!   (`shell_marks.rs`, pure).
+//!   a command channel and a `watch` of its state, and the types its commands carry);
+//!   `session/spec.rs` derives a session's settings once (an `Open`'s checks, the record a
+//!   successor adopts). The loop, the command dispatch and the shutdown are in
+//!   `session/actor.rs`; its handlers by concern in `actor/settle.rs` (a send begun, written and
+//!   settled), `actor/timers.rs` (the nearest deadline and what each does), `actor/lifecycle.rs`
+//!   (exit, readiness, publishing), `actor/output.rs` (output taken in through the journal,
+//!   marks to the shell state, query answers queued), `actor/signals.rs` (`Signal`, aimed at the
+//!   foreground group from `tcgetpgrp`, and `JobKill`), `actor/reader.rs` (who reads the
+//!   terminal: the stdin probe, typeahead, line mode), `actor/adopt.rs` (replaying a
+//!   predecessor's journal) and `actor/compact.rs` (compacting the journal at its bound). Beside
+//!   them, pure: the shell's state machine (`shell.rs`: marks, prompt, kept line, refused lines,
+//!   when input may be written), a signal's aim (`aim.rs`), views over the terminal (`view.rs`:
+//!   Read pages, viewports, MOTD, Watch replay), the startup wait (`startup.rs`), when state is
+//!   published (`publish.rs`), output pacing (`pacing.rs`) and the marks a compacted journal
+//!   keeps (`shell_marks.rs`); and the send in flight (`send.rs`: deadlines, collected marks,
+//!   its reply, stream or job sink), jobs (`jobs.rs`, and `kill.rs` for `JobKill`), the stdin
+//!   probe's schedule (`probe.rs`), the Watch feed (`watchers.rs`) and where output reads land
+//!   (`capture.rs`: the journal, or the thread's shared buffer).
 //! - `state`: what outlives the daemon (the state directory and its lock, id counters, session
 //!   records in `state/record.rs`, the mmap'd output journal in `state/journal.rs` and the
 //!   checkpoint at its head in `state/journal_head.rs`).

@@ -1,10 +1,8 @@
 //! One PTY session: the public face of its actor. A `SessionHandle` is a cheap clone holding a
 //! command channel and a `watch` of the state `List` shows; the actor task (`session/actor.rs`)
-//! owns the PTY, the child, the terminal model and the in-flight send. The actor's state is
-//! split by what it is about: the shell's state machine (`shell.rs`, pure), the send in flight
-//! (`send.rs`), jobs (`jobs.rs`, `kill.rs`), views over the terminal (`view.rs`, pure), the stdin
-//! probe's schedule (`probe.rs`), the Watch feed (`watchers.rs`), the output journal's reads
-//! (`capture.rs`) and the marks kept when it is compacted (`shell_marks.rs`, pure).
+//! owns the PTY, the child, the terminal model and the in-flight send. The session's settings
+//! are derived in `spec.rs`; the actor's state is split by what it is about (the module map in
+//! `lib.rs` lists the rooms).
 
 mod actor;
 mod aim;
@@ -13,10 +11,12 @@ mod jobs;
 mod kill;
 mod pacing;
 mod probe;
+mod publish;
 mod send;
 mod shell;
 mod shell_marks;
 mod spec;
+mod startup;
 mod view;
 mod watchers;
 

@@ -2,7 +2,12 @@
 //! its output) replayed through the terminal model and the shell state, its exit and its
 //! running job restored.
 
-use super::*;
+use super::Actor;
+use crate::screen::Position;
+use crate::session::shell::MarkEffect;
+use crate::session::{JobStatus, Sink};
+use std::time::Instant;
+use tokio::sync::oneshot;
 
 impl Actor {
     /// Rebuilds the terminal of a session adopted from a previous daemon: replays its journal

@@ -4,7 +4,7 @@
 //! runs. Done between reads, with everything read so far in the terminal: the checkpoint is
 //! exactly what the journal's output rebuilt.
 
-use super::*;
+use super::Actor;
 use crate::screen::NoCheckpoint;
 use crate::state::journal_head::Restored;
 

@@ -3,7 +3,12 @@
 //! are queued, raw bytes reach watchers and a streaming caller, and the journal is compacted
 //! once due.
 
-use super::*;
+use super::{Actor, REST_AFTER};
+use crate::marks::Mark;
+use crate::screen::Position;
+use crate::session::send::ActiveSend;
+use crate::session::shell::MarkEffect;
+use std::time::Instant;
 
 impl Actor {
     /// Takes whatever output is there, without waiting.

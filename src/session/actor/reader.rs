@@ -2,7 +2,10 @@
 //! for a running command nobody reads), the terminal's line mode, and output taken in before
 //! a decision.
 
-use super::*;
+use super::Actor;
+use crate::error::Error;
+use crate::session::SendInput;
+use crate::session::shell::{printable, typeahead_refusal};
 
 impl Actor {
     /// Runs the stdin probe; a positive answer counts only once all output the program wrote

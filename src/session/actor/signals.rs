@@ -2,7 +2,17 @@
 //! `aim.rs`), `JobKill` (an interrupt that follows the job's command, see `kill.rs`), and the
 //! send that comes right after a signal, held until the shell answered it.
 
-use super::*;
+use super::Actor;
+use crate::error::{Error, Result};
+use crate::marks::Integration;
+use crate::process::procfs;
+use crate::session::kill::JobKill;
+use crate::session::send::busy_error;
+use crate::session::{JobStatus, SendInput, Sink};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use std::time::Instant;
+use tokio::sync::oneshot;
 
 impl Actor {
     /// A send arrives. One with input right after a signal waits for the shell's answer to it
