@@ -16,12 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use support::{process_is_running, timed, wait_until};
-use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
+use tokio::process::Command;
 
-/// Longest wait for one expected event (a shell start or a command on a loaded CI machine).
-const EVENT_WAIT: Duration = Duration::from_secs(60);
+use support::bridge::EVENT_WAIT;
 /// The per-command output cap of the shim.
 const CAP: usize = 256 * 1024;
 /// The note that ends capped output names this.
@@ -41,10 +38,7 @@ enum Mode {
 
 /// One `ptyd acp` behind the Node bridge, with every event it reported so far.
 struct Bridge {
-    _child: Child,
-    stdin: ChildStdin,
-    events: mpsc::UnboundedReceiver<Value>,
-    log: Vec<Value>,
+    node: support::bridge::NodeBridge,
     next_id: u64,
     agent_pid: u32,
     _socket_dir: tempfile::TempDir,
@@ -81,7 +75,8 @@ impl Bridge {
             dir.join("node_modules/@agentclientprotocol/sdk").is_dir(),
             "the ACP client SDK is missing: run `npm ci --prefix tests/acp` (.ci/run does)"
         );
-        let mut child = Command::new("node")
+        let mut command = Command::new("node");
+        command
             .arg(dir.join("bridge.mjs"))
             .arg(env!("CARGO_BIN_EXE_ptyd"))
             .arg("acp")
@@ -89,20 +84,9 @@ impl Bridge {
             .env("PTYD_SOCKET", socket)
             .env("RUST_LOG", "warn")
             .env_remove("PTYD_AGENT")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start node with the ACP bridge (Node.js is required)");
-        let stdin = child.stdin.take().expect("bridge stdin");
-        let stdout = child.stdout.take().expect("bridge stdout");
-        let events = support::json_lines(stdout);
+            .stderr(Stdio::inherit());
         let mut bridge = Bridge {
-            _child: child,
-            stdin,
-            events,
-            log: Vec::new(),
+            node: support::bridge::NodeBridge::spawn(command, "ACP bridge"),
             next_id: 1,
             agent_pid: 0,
             _socket_dir: socket_dir,
@@ -114,42 +98,16 @@ impl Bridge {
         bridge
     }
 
-    /// The next event, logged.
     async fn next_event(&mut self, what: &str) -> Value {
-        match tokio::time::timeout(EVENT_WAIT, self.events.recv()).await {
-            Ok(Some(event)) => {
-                self.log.push(event.clone());
-                event
-            }
-            Ok(None) => panic!(
-                "the bridge ended while waiting for {what}; events: {:#?}",
-                self.log
-            ),
-            Err(_) => panic!(
-                "no event within {EVENT_WAIT:?} while waiting for {what}; events: {:#?}",
-                self.log
-            ),
-        }
+        self.node.next_event(what).await
     }
 
-    /// Waits for the next event matching `matches`.
     async fn wait_event(&mut self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
-        loop {
-            let event = self.next_event(what).await;
-            if matches(&event) {
-                return event;
-            }
-        }
+        self.node.wait_event(what, matches).await
     }
 
     async fn command(&mut self, command: Value) {
-        let mut line = command.to_string();
-        line.push('\n');
-        self.stdin
-            .write_all(line.as_bytes())
-            .await
-            .expect("write to the bridge");
-        self.stdin.flush().await.expect("flush the bridge's stdin");
+        self.node.command(command).await;
     }
 
     /// Sends a request through the SDK; returns its bridge id.
@@ -233,7 +191,7 @@ impl Bridge {
 
     /// The log position, for `turn_since`.
     fn mark(&self) -> usize {
-        self.log.len()
+        self.node.log().len()
     }
 
     /// Sends a prompt and waits for its answer.
@@ -266,7 +224,7 @@ impl Bridge {
     fn turn_since(&self, session: &str, mark: usize, stop: String) -> Turn {
         let mut updates = Vec::new();
         let mut times = Vec::new();
-        for (message, t) in wire_messages(&self.log[mark..]) {
+        for (message, t) in wire_messages(&self.node.log()[mark..]) {
             if message["method"] == "session/update" && message["params"]["sessionId"] == session {
                 updates.push(message["params"]["update"].clone());
                 times.push(t);
@@ -283,10 +241,15 @@ impl Bridge {
     /// validates each against the schema, so a rejected one never arrives and this times out).
     async fn sdk_caught_up(&mut self) {
         loop {
-            let on_wire = wire_messages(&self.log)
+            let on_wire = wire_messages(self.node.log())
                 .filter(|(m, _)| m["method"] == "session/update")
                 .count();
-            let accepted = self.log.iter().filter(|e| e["event"] == "update").count();
+            let accepted = self
+                .node
+                .log()
+                .iter()
+                .filter(|e| e["event"] == "update")
+                .count();
             assert!(
                 accepted <= on_wire,
                 "the SDK saw updates that were not on the wire"
@@ -310,7 +273,8 @@ impl Bridge {
 
     /// The agent's stderr lines so far.
     fn stderr_lines(&self) -> Vec<String> {
-        self.log
+        self.node
+            .log()
             .iter()
             .filter(|e| e["event"] == "stderr")
             .filter_map(|e| e["line"].as_str().map(str::to_owned))
@@ -674,7 +638,7 @@ async fn initialize_and_session_new_answer_as_specified() {
             ]
         );
         // The response came before the update that names its session.
-        let order: Vec<bool> = wire_messages(&bridge.log[mark..])
+        let order: Vec<bool> = wire_messages(&bridge.node.log()[mark..])
             .map(|(m, _)| m.get("result").is_some())
             .collect();
         assert_eq!(

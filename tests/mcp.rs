@@ -16,11 +16,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use support::{process_is_running, timed, wait_until};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
+use tokio::process::{Child, Command};
 
-/// Longest wait for one expected event (a shell start or a command on a loaded CI machine).
-const EVENT_WAIT: Duration = Duration::from_secs(60);
+use support::bridge::EVENT_WAIT;
 /// The stderr line of a server that runs its own daemon.
 const IN_PROCESS_NOTE: &str = "running one inside this process";
 /// JSON-RPC invalid params.
@@ -34,10 +32,7 @@ fn bridge_dir() -> PathBuf {
 
 /// One MCP client (the SDK in the Node bridge) with every event it reported so far.
 struct Bridge {
-    _child: Child,
-    stdin: ChildStdin,
-    events: mpsc::UnboundedReceiver<Value>,
-    log: Vec<Value>,
+    node: support::bridge::NodeBridge,
     next_id: u64,
     /// tools/call requests made so far.
     tool_calls: usize,
@@ -88,27 +83,17 @@ impl Bridge {
             dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
             "the MCP client SDK is missing: run `npm ci --prefix tests/mcp` (.ci/run does)"
         );
-        let mut child = Command::new("node")
+        let mut command = Command::new("node");
+        command
             .arg(dir.join("bridge.mjs"))
             .args(args)
             .env("PTYD_SOCKET", socket)
             .env("HOME", support::clean_home())
             .env("RUST_LOG", "warn")
             .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start node with the MCP bridge (Node.js is required)");
-        let stdin = child.stdin.take().expect("bridge stdin");
-        let stdout = child.stdout.take().expect("bridge stdout");
-        let events = support::json_lines(stdout);
+            .stderr(Stdio::inherit());
         let mut bridge = Bridge {
-            _child: child,
-            stdin,
-            events,
-            log: Vec::new(),
+            node: support::bridge::NodeBridge::spawn(command, "MCP bridge"),
             next_id: 1,
             tool_calls: 0,
             server_pid: None,
@@ -125,43 +110,12 @@ impl Bridge {
         bridge
     }
 
-    async fn next_event(&mut self, what: &str) -> Value {
-        match tokio::time::timeout(EVENT_WAIT, self.events.recv()).await {
-            Ok(Some(event)) => {
-                self.log.push(event.clone());
-                event
-            }
-            Ok(None) => panic!(
-                "the bridge ended while waiting for {what}; events: {:#?}",
-                self.log
-            ),
-            Err(_) => panic!(
-                "no event within {EVENT_WAIT:?} waiting for {what}; events: {:#?}",
-                self.log
-            ),
-        }
-    }
-
     async fn wait_event(&mut self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
-        if let Some(found) = self.log.iter().find(|e| matches(e)) {
-            return found.clone();
-        }
-        loop {
-            let event = self.next_event(what).await;
-            if matches(&event) {
-                return event;
-            }
-        }
+        self.node.wait_event(what, matches).await
     }
 
     async fn command(&mut self, command: Value) {
-        let mut line = command.to_string();
-        line.push('\n');
-        self.stdin
-            .write_all(line.as_bytes())
-            .await
-            .expect("write to the bridge");
-        self.stdin.flush().await.expect("flush the bridge's stdin");
+        self.node.command(command).await;
     }
 
     fn id(&mut self) -> u64 {
@@ -271,7 +225,8 @@ impl Bridge {
 
     /// The server's wire messages so far.
     fn wire(&self) -> impl Iterator<Item = &Value> {
-        self.log
+        self.node
+            .log()
             .iter()
             .filter(|e| e["event"] == "wire")
             .map(|e| &e["message"])
@@ -343,7 +298,12 @@ async fn initialize_reports_the_server_and_lists_eight_tools_with_schemas() {
             send["inputSchema"].get("required").is_none(),
             "session_id is optional (the default terminal): {send}"
         );
-        let stderr: Vec<&Value> = mcp.log.iter().filter(|e| e["event"] == "stderr").collect();
+        let stderr: Vec<&Value> = mcp
+            .node
+            .log()
+            .iter()
+            .filter(|e| e["event"] == "stderr")
+            .collect();
         assert!(
             stderr
                 .iter()
@@ -492,7 +452,8 @@ async fn long_waits_report_progress_only_with_a_token() {
             .expect("the call outlives the 3 s timeout");
         assert_eq!(structured(&result)["wait_reason"], "prompt", "{result}");
         let progress: Vec<&Value> = mcp
-            .log
+            .node
+            .log()
             .iter()
             .filter(|e| e["event"] == "progress" && e["id"] == id)
             .collect();

@@ -3,6 +3,8 @@
 //! assertions, and `wait_until`, the only way a test waits for a condition.
 #![allow(dead_code)]
 
+pub mod bridge;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -461,26 +463,6 @@ pub fn assert_same_not_found(
         unknown.message().replace(unknown_id, "<id>"),
         "a foreign id must get the same answer as an unknown one"
     );
-}
-
-/// The JSON objects a Node client bridge (tests/acp, tests/mcp) writes, one a line, as they come;
-/// a line that is not JSON fails the test.
-pub fn json_lines(
-    stdout: tokio::process::ChildStdout,
-) -> tokio::sync::mpsc::UnboundedReceiver<serde_json::Value> {
-    use tokio::io::AsyncBufReadExt;
-    let (tx, events) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let event: serde_json::Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("bridge wrote a bad line {line:?}: {e}"));
-            if tx.send(event).is_err() {
-                break;
-            }
-        }
-    });
-    events
 }
 
 /// The ids of the sessions `agent` owns, as List gives them.
