@@ -67,38 +67,12 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Verb::Acp(options) => {
-            init_tracing();
-            let socket = cli
-                .global
-                .socket
-                .unwrap_or_else(ptyd::server::default_socket_path);
-            let result = runtime.block_on(ptyd::acp::run(&socket, options));
-            exit_without_waiting_for_stdin(runtime);
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
-        Verb::Mcp(options) => {
-            init_tracing();
-            let socket = cli
-                .global
-                .socket
-                .unwrap_or_else(ptyd::server::default_socket_path);
-            let result = runtime.block_on(ptyd::mcp::run(&socket, options));
-            exit_without_waiting_for_stdin(runtime);
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
+        Verb::Acp(options) => front_end(runtime, cli.global.socket, |socket| async move {
+            ptyd::acp::run(&socket, options).await
+        }),
+        Verb::Mcp(options) => front_end(runtime, cli.global.socket, |socket| async move {
+            ptyd::mcp::run(&socket, options).await
+        }),
         verb => match runtime.block_on(ptyd::cli::run_client(&cli.global, verb)) {
             Ok(status) => ExitCode::from(status as u8),
             Err(e) => {
@@ -115,6 +89,30 @@ fn main() -> ExitCode {
 /// does; dropping the runtime normally would wait for that read, and the client would SIGKILL us.
 fn exit_without_waiting_for_stdin(runtime: tokio::runtime::Runtime) {
     runtime.shutdown_background();
+}
+
+/// Runs a front-end (`ptyd acp`, `ptyd mcp`) against the daemon on `socket` (or the default
+/// socket), then exits without waiting for stdin: 0, or 1 after printing its error.
+fn front_end<F, E>(
+    runtime: tokio::runtime::Runtime,
+    socket: Option<std::path::PathBuf>,
+    run: impl FnOnce(std::path::PathBuf) -> F,
+) -> ExitCode
+where
+    F: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    init_tracing();
+    let socket = socket.unwrap_or_else(ptyd::server::default_socket_path);
+    let result = runtime.block_on(run(socket));
+    exit_without_waiting_for_stdin(runtime);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Logs to stderr, filtered by RUST_LOG (default `info`, but `warn` for rmcp, which logs every
