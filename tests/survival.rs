@@ -6,14 +6,13 @@ mod support;
 
 use std::os::unix::fs::MetadataExt;
 
-use ptyd::pb::{CloseOutcome, JobStatus, OpenRequest};
+use ptyd::pb::{CloseOutcome, OpenRequest};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+use support::five_sessions::{A, FiveSessions, start};
 use support::*;
 
-const A: &str = "agent-a";
-const B: &str = "agent-b";
 const PROCESS_DEADLINE: Duration = Duration::from_secs(20);
 
 /// `ptyd serve` on `<dir>/ptyd.sock` with its state in `<dir>/state/ptyd` and `config` as its
@@ -76,122 +75,23 @@ async fn terminate(mut child: tokio::process::Child) {
     assert!(status.success(), "exits 0 after SIGTERM: {status}");
 }
 
-/// Sends `text` and returns once the shell has echoed it, leaving the command running. The
-/// send's caller hangs up then (what was written stays written); a send with a short deadline
-/// instead could time out before the shell's prompt took the input, and drop it.
-async fn start(c: &mut Client, agent: &str, sid: &str, text: &str) {
-    let from = read_page(c, agent, sid, 0, 1).await.total_lines.max(1);
-    let mut req = send_request(agent, sid, text);
-    req.timeout_ms = 600_000;
-    let mut sender = c.clone();
-    let send = tokio::spawn(async move { sender.send(req).await });
-    let (c2, agent2, sid2, text2) = (c.clone(), agent.to_owned(), sid.to_owned(), text.to_owned());
-    wait_until(
-        PROCESS_DEADLINE,
-        "the shell echoes the command",
-        move || {
-            let (mut c, agent, sid, text) =
-                (c2.clone(), agent2.clone(), sid2.clone(), text2.clone());
-            async move {
-                read_from(&mut c, &agent, &sid, from, 3)
-                    .await
-                    .text
-                    .contains(&text)
-            }
-        },
-    )
-    .await;
-    send.abort();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_sessions_of_two_agents_survive_a_kill_9() {
     timed(async {
-        let dir = tempfile::Builder::new().prefix("ptyd-survive-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-survive-")
+            .tempdir()
+            .unwrap();
         let work = dir.path().join("work");
         std::fs::create_dir(&work).unwrap();
         let (first, socket) = serve(dir.path(), "").await;
         let mut c = ptyd::client::connect(&socket).await.unwrap();
-
-        let vim = open_in(&mut c, A, &work).await;
-        let python = open_type(&mut c, A, "python", &work).await;
-        let flood = open_in(&mut c, A, &work).await;
-        let prompt = open_in(&mut c, B, &work).await;
-        let job_session = open_in(&mut c, B, &work).await;
-
-        run_ok(&mut c, B, &prompt, "cd /tmp; export FOO=bar").await;
-        send(&mut c, A, &python, "x = 42").await;
-        send(&mut c, A, &vim, "vim -u NONE -n notes.txt").await;
-        let mut typing = send_request(A, &vim, "iunsaved text from vim");
-        typing.submit = Some(false);
-        typing.keys = vec!["Escape".into()];
-        c.send(typing).await.expect("type in vim");
-        let mut background = send_request(B, &job_session, "sleep 3; echo job-done");
-        background.run_in_background = true;
-        background.background_wait_ms = Some(0);
-        let job = c.send(background).await.unwrap().into_inner().job_id;
-        assert!(!job.is_empty(), "a job");
-        // The job's command runs when the daemon dies.
-        let job_shell = session_info(&mut c, B, &job_session).await.unwrap().pid as i32;
-        wait_until(PROCESS_DEADLINE, "the job's sleep runs", move || async move {
-            ptyd::process::procfs::live_descendants(job_shell)
-                .into_iter()
-                .any(|p| ptyd::process::procfs::comm(p).as_deref() == Some("sleep"))
-        })
-        .await;
-        start(&mut c, A, &flood, "seq 1 60000").await;
+        let sessions = FiveSessions::set_up(&mut c, &work).await;
         kill9(first).await;
 
-        let began = Instant::now();
         let (second, _) = serve(dir.path(), "").await;
         let mut c = ptyd::client::connect(&socket).await.unwrap();
-        let mine = ids(&mut c, A).await;
-        let theirs = ids(&mut c, B).await;
-        assert!(began.elapsed() < Duration::from_secs(2), "{:?}", began.elapsed());
-        assert_eq!(mine, [vim.clone(), python.clone(), flood.clone()]);
-        assert_eq!(theirs, [prompt.clone(), job_session.clone()]);
-        let listed = list(&mut c, A).await;
-        assert!(listed.sessions.iter().all(|s| s.adopted), "{listed:?}");
-        assert!(listed.rendered.contains("(adopted)"), "{}", listed.rendered);
-
-        settle(&mut c, A, &flood).await;
-        let numbers: Vec<u64> = history(&mut c, A, &flood)
-            .await
-            .iter()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
-        assert!(
-            numbers.iter().copied().eq(1..=60000),
-            "the flood's history is 1..60000 once each, in order ({} numbers, first {:?}, last {:?})",
-            numbers.len(),
-            numbers.first(),
-            numbers.last()
-        );
-
-        let screen = read_screen(&mut c, A, &vim).await.text;
-        assert!(screen.contains("unsaved text from vim"), "{screen}");
-        let mut save = send_request(A, &vim, ":wq");
-        save.idle_ms = 300;
-        c.send(save).await.expect(":wq");
-        wait_until(Duration::from_secs(10), "vim wrote the file", || {
-            let file = work.join("notes.txt");
-            async move {
-                std::fs::read_to_string(file).is_ok_and(|t| t.contains("unsaved text from vim"))
-            }
-        })
-        .await;
-
-        let out = send(&mut c, A, &python, "print(x)").await;
-        assert!(out.viewport.contains("42"), "{out:?}");
-        let out = run_ok(&mut c, B, &prompt, "pwd; echo $FOO").await;
-        assert!(out.contains("/tmp") && out.contains("bar"), "{out}");
-
-        let (status, output) = job_to_end(&mut c, B, &job, PROCESS_DEADLINE).await;
-        assert_eq!(status, JobStatus::Completed, "{output}");
-        assert!(output.contains("job-done"), "{output:?}");
-
-        let next = open_in(&mut c, A, &work).await;
-        assert_eq!(next, "t6", "ids continue after the adopted ones");
+        sessions.check(&mut c).await;
         terminate(second).await;
     })
     .await;

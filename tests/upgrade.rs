@@ -11,9 +11,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-use support::{
-    Client, history, ids, open_in, open_type, send_request, send_with, settle, timed, wait_until,
-};
+use support::five_sessions::FiveSessions;
+use support::{Client, open_in, send_request, send_with, timed, wait_until};
 use tonic::Code;
 
 /// Longest wait for a daemon to start, re-execute or exit on a loaded CI machine.
@@ -458,9 +457,6 @@ async fn the_tcp_listener_is_handed_over_and_the_token_file_read_again() {
 // ---------------------------------------------------------------------------------------------
 // Acceptance 2: five sessions of two agents through an upgrade in place
 
-const A: &str = "agent-a";
-const B: &str = "agent-b";
-
 /// A flood at the moment of the SIGHUP, vim with unsaved text, python with `x = 42`, a shell
 /// after `cd /tmp; export FOO=bar` and a background job, with the binary replaced by another
 /// build in between: all kept with their ids and owners, no output lost, the same pid, the new
@@ -473,28 +469,7 @@ async fn five_sessions_of_two_agents_survive_an_upgrade_in_place() {
         let work = daemon.dir.path().join("work");
         std::fs::create_dir(&work).unwrap();
         let mut c = daemon.client().await;
-
-        let vim = open_in(&mut c, A, &work).await;
-        let python = open_type(&mut c, A, "python", &work).await;
-        let flood = open_in(&mut c, A, &work).await;
-        let prompt = open_in(&mut c, B, &work).await;
-        let job_session = open_in(&mut c, B, &work).await;
-
-        support::run_ok(&mut c, B, &prompt, "cd /tmp; export FOO=bar").await;
-        support::send(&mut c, A, &python, "x = 42").await;
-        support::send(&mut c, A, &vim, "vim -u NONE -n notes.txt").await;
-        let mut typing = send_request(A, &vim, "iunsaved text from vim");
-        typing.submit = Some(false);
-        typing.keys = vec!["Escape".into()];
-        c.send(typing).await.expect("type in vim");
-        let mut background = send_request(B, &job_session, "sleep 3; echo job-done");
-        background.run_in_background = true;
-        background.background_wait_ms = Some(0);
-        let job = c.send(background).await.unwrap().into_inner().job_id;
-        assert!(!job.is_empty(), "a job");
-        let mut flooding = send_request(A, &flood, "seq 1 60000");
-        flooding.timeout_ms = 1;
-        c.send(flooding).await.expect("start the flood");
+        let sessions = FiveSessions::set_up(&mut c, &work).await;
 
         let marker = format!("ptyd-rebuilt-{}", nonce());
         daemon.replace_binary(&rebuilt(&marker));
@@ -506,64 +481,9 @@ async fn five_sessions_of_two_agents_survive_an_upgrade_in_place() {
         .await;
         let mut c = daemon.client().await;
         assert_eq!(daemon.pid(), pid, "the same process");
-        assert_eq!(
-            ids(&mut c, A).await,
-            [vim.clone(), python.clone(), flood.clone()]
-        );
-        assert_eq!(ids(&mut c, B).await, [prompt.clone(), job_session.clone()]);
-        assert!(
-            support::list(&mut c, A)
-                .await
-                .sessions
-                .iter()
-                .all(|s| s.adopted),
-            "the new image adopted them"
-        );
-
-        settle(&mut c, A, &flood).await;
-        let numbers: Vec<u64> = history(&mut c, A, &flood)
-            .await
-            .iter()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
-        assert!(
-            numbers.iter().copied().eq(1..=60000),
-            "the flood's history is 1..60000 once each, in order ({} numbers, first {:?}, last \
-             {:?})",
-            numbers.len(),
-            numbers.first(),
-            numbers.last()
-        );
-
-        let screen = support::read_screen(&mut c, A, &vim).await.text;
-        assert!(screen.contains("unsaved text from vim"), "{screen}");
-        let mut save = send_request(A, &vim, ":wq");
-        save.idle_ms = 300;
-        c.send(save).await.expect(":wq");
-        let file = work.join("notes.txt");
-        wait_until(PROCESS_DEADLINE, "vim wrote the file", || {
-            let file = file.clone();
-            async move {
-                std::fs::read_to_string(file).is_ok_and(|t| t.contains("unsaved text from vim"))
-            }
-        })
-        .await;
-
-        let out = support::send(&mut c, A, &python, "print(x)").await.viewport;
-        assert!(out.contains("42"), "{out}");
-        let out = support::run_ok(&mut c, B, &prompt, "pwd; echo $FOO").await;
-        assert!(out.contains("/tmp") && out.contains("bar"), "{out}");
-
-        let (status, output) = support::job_to_end(&mut c, B, &job, PROCESS_DEADLINE).await;
-        assert_eq!(status, ptyd::pb::JobStatus::Completed, "{output}");
-        assert!(output.contains("job-done"), "{output:?}");
-
-        assert_eq!(open_in(&mut c, A, &work).await, "t6", "ids continue");
+        sessions.check(&mut c).await;
         // Stop still stops after an upgrade: SIGTERM ends every session's processes.
-        let mut shells = Vec::new();
-        for (agent, sid) in [(A, &vim), (A, &python), (B, &prompt), (B, &job_session)] {
-            shells.push(support::session_info(&mut c, agent, sid).await.unwrap().pid);
-        }
+        let shells = sessions.shells(&mut c).await;
         daemon.terminate().await;
         let running: Vec<u32> = shells
             .into_iter()

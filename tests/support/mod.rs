@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod bridge;
+pub mod five_sessions;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
