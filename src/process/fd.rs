@@ -5,7 +5,7 @@
 
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
@@ -52,13 +52,11 @@ pub(crate) fn async_fd(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<Ow
 
 /// A pidfd for `pid`: readable once the process has exited.
 pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1 (no nix wrapper).
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the syscall returned a new descriptor that nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    let pid = rustix::process::Pid::from_raw(pid).ok_or(io::ErrorKind::InvalidInput)?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
 }
 
 /// A pidfd for `pid` registered with tokio: readable once the process has exited.

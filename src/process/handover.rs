@@ -3,9 +3,9 @@
 //! known) as data and a duplicate of the master as `SCM_RIGHTS` ancillary data. Used by the
 //! helper (sending) and by a daemon adopting the session (receiving); nothing else.
 
-use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
+use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// The most report bytes a handover carries (a few short lines).
 const MAX_HELLO: usize = 512;
@@ -29,31 +29,27 @@ pub(crate) fn send(conn: &impl AsRawFd, hello: &[u8], master: &impl AsRawFd) -> 
 }
 
 /// Receives what [`send`] sent: the report bytes and the master.
-pub(crate) fn receive(conn: &impl AsRawFd) -> io::Result<(Vec<u8>, OwnedFd)> {
+pub(crate) fn receive(conn: &impl AsFd) -> io::Result<(Vec<u8>, OwnedFd)> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
+    use std::mem::MaybeUninit;
     let mut data = vec![0u8; MAX_HELLO];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let (len, fd) = {
-        let mut iov = [IoSliceMut::new(&mut data)];
-        let msg = recvmsg::<()>(
-            conn.as_raw_fd(),
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        )?;
-        let mut fd = None;
-        for cmsg in msg.cmsgs() {
-            if let ControlMessageOwned::ScmRights(fds) = cmsg {
-                for raw in fds {
-                    // SAFETY: SCM_RIGHTS installed these descriptors in this process just now;
-                    // nothing else owns them.
-                    let owned = unsafe { OwnedFd::from_raw_fd(raw) };
-                    fd.get_or_insert(owned);
-                }
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let received = recvmsg(
+        conn,
+        &mut [IoSliceMut::new(&mut data)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut fd = None;
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            for owned in fds {
+                fd.get_or_insert(owned);
             }
         }
-        (msg.bytes, fd)
-    };
-    data.truncate(len);
+    }
+    data.truncate(received.bytes);
     let fd = fd.ok_or_else(|| io::Error::other("the session helper sent no terminal"))?;
     Ok((data, fd))
 }

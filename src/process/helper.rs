@@ -18,7 +18,7 @@
 //! - starts the program as a new session leader with the terminal as its controlling tty (as
 //!   a terminal emulator does), lets go of the terminal itself, and reports on the status pipe
 //!   one line per `Report`: the program's pid, then its exit status;
-//! - reaps every child as it exits (woken by SIGCHLD through a self-pipe) and exits once it
+//! - reaps every child as it exits (woken by SIGCHLD through a signalfd) and exits once it
 //!   has none left: its exit means nothing of the session remains, not even a zombie;
 //! - keeps a copy of the terminal's master (it came as stderr), so the kernel never hangs the
 //!   terminal up when the daemon dies, and serves a per-session Unix socket (`SOCKET_ENV`) in
@@ -37,15 +37,14 @@
 //! daemon's terminal (a Ctrl-C to a foreground `ptyd serve`) reaches it.
 
 use crate::process::{fd, handover, procfs, reaper};
-use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, kill, sigaction, signal};
+use nix::sys::signal::{SigHandler, SigSet, Signal, kill, signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Environment variable set only on helpers (its value is not used).
@@ -160,19 +159,6 @@ pub fn main() -> ! {
     helper_main(std::env::args_os().skip(1).collect())
 }
 
-/// Write end of the SIGCHLD self-pipe, for the signal handler.
-static WAKE: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn on_sigchld(_: libc::c_int) {
-    // SAFETY: write(2) and errno access are async-signal-safe; errno is restored for the
-    // interrupted code. (nix's write needs a borrowed fd, which a handler cannot hold.)
-    unsafe {
-        let errno = *libc::__errno_location();
-        libc::write(WAKE.load(Ordering::Relaxed), [1u8].as_ptr().cast(), 1);
-        *libc::__errno_location() = errno;
-    }
-}
-
 /// Writes one report on the status pipe (or socket); false when the daemon is gone.
 fn report(status: &OwnedFd, r: Report) -> bool {
     let line = r.line();
@@ -224,21 +210,19 @@ fn helper_main(argv: Vec<OsString>) -> ! {
             libc::CLOSE_RANGE_CLOEXEC,
         )
     };
-    let (wake_read, wake_write) =
-        match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK) {
-            Ok(pair) => pair,
-            Err(errno) => fail(&status, errno as i32),
-        };
-    WAKE.store(wake_write.as_raw_fd(), Ordering::Relaxed);
-    let on_child = SigAction::new(
-        SigHandler::Handler(on_sigchld),
-        SaFlags::SA_RESTART | SaFlags::SA_NOCLDSTOP,
-        SigSet::empty(),
-    );
-    // SAFETY: the handler only writes one byte to the self-pipe and restores errno.
-    if let Err(errno) = unsafe { sigaction(Signal::SIGCHLD, &on_child) } {
+    // A child's exit wakes the loop through a signalfd: SIGCHLD stays blocked (and pending
+    // until read), so none is missed between a reap and the next wait, and no handler runs.
+    // The program starts with an empty mask (see `start_program`).
+    let mut child_exits = SigSet::empty();
+    child_exits.add(Signal::SIGCHLD);
+    if let Err(errno) = child_exits.thread_block() {
         fail(&status, errno as i32);
     }
+    let mut wake =
+        match SignalFd::with_flags(&child_exits, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC) {
+            Ok(wake) => wake,
+            Err(errno) => fail(&status, errno as i32),
+        };
     // Where a new daemon takes the session over; without it the session ends with its daemon.
     let adoption = std::env::var_os(SOCKET_ENV).and_then(|path| {
         let grace_ms: u64 = std::env::var(GRACE_ENV)
@@ -290,31 +274,28 @@ fn helper_main(argv: Vec<OsString>) -> ! {
     let mut children_left = true;
     loop {
         loop {
-            let mut wait_status = 0;
-            // SAFETY: waitpid writes one int. Not nix's waitpid: its WaitStatus cannot hold a
-            // realtime signal, and the program's status would be lost after the reap.
-            let pid = unsafe { libc::waitpid(-1, &mut wait_status, libc::WNOHANG) };
-            if pid == program {
-                let r = if libc::WIFSIGNALED(wait_status) {
-                    Report::Killed(libc::WTERMSIG(wait_status))
-                } else {
-                    Report::Exited(libc::WEXITSTATUS(wait_status))
-                };
-                helper.reports.push(r);
-                if !helper.report(r) {
-                    helper.detach();
+            // Any child (`waitpid(-1)`; rustix's `waitpid(None)` is only this process group's).
+            // rustix's status keeps the raw value: a realtime signal that ended the program is
+            // reported as it is (nix's WaitStatus cannot hold one).
+            let reaped = rustix::process::wait(rustix::process::WaitOptions::NOHANG);
+            match reaped {
+                Ok(Some((pid, status))) => {
+                    if pid.as_raw_nonzero().get() == program {
+                        let r = match status.terminating_signal() {
+                            Some(signal) => Report::Killed(signal),
+                            None => Report::Exited(status.exit_status().unwrap_or(0)),
+                        };
+                        helper.reports.push(r);
+                        if !helper.report(r) {
+                            helper.detach();
+                        }
+                    }
                 }
-            }
-            if pid > 0 {
-                continue;
-            }
-            if pid == 0 {
-                break;
-            }
-            match Errno::last() {
-                Errno::EINTR => continue,
+                // Children left, none exited yet.
+                Ok(None) => break,
+                Err(rustix::io::Errno::INTR) => {}
                 // No child left: nothing of the session exists any more.
-                _ => {
+                Err(_) => {
                     children_left = false;
                     break;
                 }
@@ -329,9 +310,8 @@ fn helper_main(argv: Vec<OsString>) -> ! {
             }
             kill_tree();
         }
-        helper.wait(&wake_read);
-        let mut drain = [0u8; 64];
-        while fd::read(&wake_read, &mut drain).is_ok_and(|n| n > 0) {}
+        helper.wait(wake.as_fd());
+        while wake.read_signal().is_ok_and(|s| s.is_some()) {}
     }
 }
 
@@ -396,7 +376,7 @@ impl Helper {
 
     /// Sleeps until a child changes state, the daemon goes away, a new daemon connects or the
     /// grace runs out.
-    fn wait(&mut self, wake: &OwnedFd) {
+    fn wait(&mut self, wake: std::os::fd::BorrowedFd<'_>) {
         let timeout = match (&self.adoption, self.detached_at, &self.daemon) {
             (Some(Adoption { grace: Some(g), .. }), Some(at), None) => {
                 let left = g.saturating_sub(at.elapsed()).as_millis() + 1;
@@ -405,7 +385,7 @@ impl Helper {
             }
             _ => PollTimeout::NONE,
         };
-        let mut fds = vec![PollFd::new(wake.as_fd(), PollFlags::POLLIN)];
+        let mut fds = vec![PollFd::new(wake, PollFlags::POLLIN)];
         // Events empty on the daemon's end: only POLLERR/POLLHUP, raised once it is closed.
         match (&self.daemon, &self.adoption) {
             (Some(d), _) => fds.push(PollFd::new(d.as_fd(), PollFlags::empty())),

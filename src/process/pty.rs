@@ -665,12 +665,8 @@ fn open_pty(cols: u16, rows: u16, utf8: bool) -> io::Result<(OwnedFd, OwnedFd)> 
 
 /// The slave device of the master `master` (`/dev/pts/N`).
 fn pts_path(master: &OwnedFd) -> Option<String> {
-    use std::os::fd::AsRawFd;
-    let mut n: libc::c_uint = 0;
-    // SAFETY: TIOCGPTN writes one unsigned int, the pts number, through the pointer (nix wraps
-    // it only for its own PtyMaster type).
-    let rc = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut n) };
-    (rc == 0).then(|| format!("/dev/pts/{n}"))
+    let name = rustix::pty::ptsname(master, Vec::new()).ok()?;
+    name.into_string().ok()
 }
 
 /// A non-controlling, non-blocking handle on the slave at `path` (std opens it close-on-exec).
