@@ -6,7 +6,7 @@
 //! tests compare both).
 
 use super::run::{Found, Run, RunLine};
-use super::state::{State, last_content_row};
+use super::state::{State, blank_from};
 use std::num::NonZeroU16;
 
 /// Resets the colours, homes the cursor and erases the screen without keeping it in history:
@@ -61,20 +61,21 @@ impl State {
         }
     }
 
-    /// Starts a run when `bytes` begin with plain text and the cursor is at column 0 of a new
-    /// line with only blank rows from it to the bottom of the main screen.
+    /// Starts a run when `bytes` begin with a whole plain line (ended by CR LF) and the cursor is
+    /// at column 0 of a new line with only blank rows from it to the bottom of the main screen.
+    /// Plain text without its line end does not start one: a progress bar redraws its line
+    /// between erase-line sequences, and a run begun for each frame would only be ended by the
+    /// next one, after a look at every row below the cursor.
     pub(super) fn start_run(&mut self, bytes: &[u8]) -> bool {
-        let (cols, rows) = self.size();
+        let (_, rows) = self.size();
         if !self.fast_path || !self.ground || self.unusual_modes || self.alternate_screen() {
             return false;
         }
         if rows < 2 {
             return false;
         }
-        match scan_line(bytes) {
-            LineScan::Complete { .. } => {}
-            LineScan::Partial { width } if width < usize::from(cols) => {}
-            _ => return false,
+        if !matches!(scan_line(bytes), LineScan::Complete { .. }) {
+            return false;
         }
         let screen = self.parser.screen();
         let (row, col) = screen.cursor_position();
@@ -83,7 +84,7 @@ impl State {
         } else {
             screen.row_wrapped(row - 1)
         };
-        if col != 0 || continuation || last_content_row(screen).is_some_and(|last| last >= row) {
+        if col != 0 || continuation || !blank_from(screen, row) {
             return false;
         }
         self.run = Run {

@@ -317,14 +317,22 @@ impl State {
     }
 }
 
+/// Whether a cell shows anything: text, or a coloured blank.
+fn shows(cell: &vt100::Cell) -> bool {
+    cell.has_contents() || cell.bgcolor() != vt100::Color::Default
+}
+
+/// Whether rows `from..` of `screen` are all blank (no text, no coloured blanks). Stops at the
+/// first cell that shows something, so a cursor row with text costs one look.
+pub(super) fn blank_from(screen: &vt100::Screen, from: u16) -> bool {
+    let (rows, cols) = screen.size();
+    (from..rows.get()).all(|r| (0..cols.get()).all(|c| !screen.cell(r, c).is_some_and(shows)))
+}
+
 /// The last row with any content (text or coloured blanks), if any.
 pub(super) fn last_content_row(screen: &vt100::Screen) -> Option<u16> {
     let (rows, cols) = screen.size();
-    (0..rows.get()).rev().find(|&r| {
-        (0..cols.get()).any(|c| {
-            screen
-                .cell(r, c)
-                .is_some_and(|cell| cell.has_contents() || cell.bgcolor() != vt100::Color::Default)
-        })
-    })
+    (0..rows.get())
+        .rev()
+        .find(|&r| (0..cols.get()).any(|c| screen.cell(r, c).is_some_and(shows)))
 }

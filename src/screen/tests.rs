@@ -385,6 +385,77 @@ fn fast_path_matches_the_emulator() {
     }
 }
 
+/// What agents' commands print, in random order: progress frames redrawn with `\r` and
+/// erase-line (a newline ending some), coloured build-log lines, and full-screen redraws on the
+/// alternate screen (a row placed, coloured and erased to its end).
+fn agent_output_stream(rng: &mut XorShift) -> Vec<u8> {
+    let mut out = Vec::new();
+    for _ in 0..400 {
+        match rng.below(6) {
+            0 | 1 => {
+                let done = rng.below(101);
+                out.extend(
+                    format!(
+                        "\r\x1b[K\x1b[36mitem\x1b[0m \x1b[32m{done:>3}%\x1b[0m|{:<10}|",
+                        "#".repeat(done as usize / 10)
+                    )
+                    .bytes(),
+                );
+                if done > 90 {
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+            2 | 3 => out.extend(
+                format!(
+                    "\x1b[1m\x1b[32m   Compiling\x1b[0m crate-{} v0.1.0\r\n",
+                    rng.below(99)
+                )
+                .bytes(),
+            ),
+            4 => out.extend_from_slice(b"test a::b ... \x1b[31mFAILED\x1b[0m\r\n"),
+            _ => {
+                out.extend_from_slice(b"\x1b[?1049h");
+                for row in 1..=6 {
+                    out.extend(format!("\x1b[{row};1H\x1b[3{row}mrow {row}\x1b[0m\x1b[K").bytes());
+                }
+                out.extend_from_slice(b"\x1b[?1049l");
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn agent_output_shapes_match_the_emulator() {
+    let mut rng = XorShift(0x5851_F42D_4C95_7F2D);
+    for round in 0..20 {
+        let stream = agent_output_stream(&mut rng);
+        let mut fast = Terminal::new(40, 6, 100_000, 1 << 24);
+        let mut slow = Terminal::new(40, 6, 100_000, 1 << 24);
+        slow.state.get_mut().fast_path = false;
+        let max_chunk = [5, 90, 1024, 8000][round % 4];
+        let mut pos = 0;
+        while pos < stream.len() {
+            let n = (1 + rng.below(max_chunk) as usize).min(stream.len() - pos);
+            fast.feed(&stream[pos..pos + n]);
+            slow.feed(&stream[pos..pos + n]);
+            pos += n;
+            assert_eq!(
+                fast.total_lines(),
+                slow.total_lines(),
+                "round {round} at {pos}"
+            );
+        }
+        assert_eq!(fast.cursor(), slow.cursor(), "round {round}");
+        assert_eq!(all_lines(&fast), all_lines(&slow), "round {round}");
+        assert_eq!(
+            fast.visible_screen(),
+            slow.visible_screen(),
+            "round {round}"
+        );
+    }
+}
+
 #[test]
 fn history_reads_see_the_main_screen_while_a_pager_shows() {
     let mut t = term();
