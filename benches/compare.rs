@@ -1524,6 +1524,129 @@ fn case_hostile(setup: &Setup, rows: &mut Vec<Row>) {
     });
 }
 
+/// What agents' commands print (issue 22): a coloured build log, progress bars and full-screen
+/// redraws, `AGENT_STREAM_BYTES` each, `cat` to the end as the ingest rows run their streams
+/// (best of `INGEST_REPS`, against the raw floor and tmux in the same run). Then, while one
+/// session floods each stream, another session's `Send("true")` p50 against the same send with
+/// nothing else running; and two sessions flooding the progress stream at once against one.
+fn case_agent_streams(setup: &Setup, rows: &mut Vec<Row>) {
+    eprintln!("agent streams ...");
+    let daemon = Daemon::spawn(setup, "agent-streams", DAEMON_SESSIONS);
+    let mut client = Client::connect(&daemon.socket);
+    let (sid, _) = client.open(AGENT);
+    let (other, _) = client.open(AGENT);
+    let (second, _) = client.open(AGENT);
+    let mut raw = RawShell::spawn(setup);
+    let tmux = Tmux::start(setup);
+    let mut wrong = 0;
+    let mut idle = Vec::new();
+    for _ in 0..HOSTILE_IDLE_SENDS {
+        let t0 = Instant::now();
+        wrong += client.run_to_prompt(AGENT, &other, "true");
+        idle.push(ms(t0.elapsed()));
+    }
+    let idle50 = p50(&idle);
+    let mut one_session_mb_s = std::collections::HashMap::new();
+    for name in AGENT_STREAMS {
+        let file = setup.dir.path().join(format!("{name}.stream"));
+        std::fs::write(&file, agent_stream(name)).expect("write an agent stream");
+        let cmd = format!("cat {}", file.display());
+        let mb = stream_bytes(&cmd) as f64 / 1e6;
+        let (mut p, mut f, mut t) = (vec![], vec![], vec![]);
+        for rep in 0..INGEST_REPS {
+            eprintln!("  {name} rep {}", rep + 1);
+            let t0 = Instant::now();
+            wrong += client.run_to_prompt(AGENT, &sid, &cmd);
+            p.push(mb / t0.elapsed().as_secs_f64());
+            f.push(mb / raw.run(&cmd).0.as_secs_f64());
+            t.push(mb / tmux.run(&cmd).as_secs_f64());
+        }
+        let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+        let (pb, fb, tb) = (best(&p), best(&f), best(&t));
+        one_session_mb_s.insert(name, pb);
+        rows.push(Row {
+            case: format!("ingest MB/s: {name}"),
+            ptyd: format!("{pb:.1}"),
+            baselines: format!("floor {fb:.1}; tmux {tb:.1}"),
+            ratio: format!("{:.2}x floor", pb / fb),
+            bar: ">= 0.9x floor".into(),
+            pass: Some(pb >= 0.9 * fb),
+            json: json!({"stream": name, "bytes": mb * 1e6, "ptyd_mb_s": p,
+                         "raw_floor_mb_s": f, "tmux_mb_s": t,
+                         "best": {"ptyd": pb, "raw_floor": fb, "tmux": tb}}),
+        });
+        // Another session's sends while this one floods the stream (twice over).
+        let socket = daemon.socket.clone();
+        let (flooding, flood_cmd) = (sid.clone(), cmd.clone());
+        let flood = std::thread::spawn(move || {
+            let mut c = Client::connect(&socket);
+            (0..2)
+                .map(|_| c.run_to_prompt(AGENT, &flooding, &flood_cmd))
+                .sum::<usize>()
+        });
+        let mut meanwhile = Vec::new();
+        while !flood.is_finished() {
+            let t0 = Instant::now();
+            wrong += client.run_to_prompt(AGENT, &other, "true");
+            meanwhile.push(ms(t0.elapsed()));
+        }
+        wrong += flood.join().expect("the flood's sends");
+        let m50 = p50(&meanwhile);
+        rows.push(Row {
+            case: format!("fairness: another session's Send(\"true\") p50 during {name}"),
+            ptyd: fmt_ms(m50),
+            baselines: format!(
+                "idle {} ({} sends meanwhile)",
+                fmt_ms(idle50),
+                meanwhile.len()
+            ),
+            ratio: format!("{:.1}x idle", m50 / idle50),
+            bar: "<= 2x idle".into(),
+            pass: Some(!meanwhile.is_empty() && m50 <= 2.0 * idle50),
+            json: json!({"stream": name,
+                         "other_send_true_ms": {"p50": m50, "p99": p99(&meanwhile),
+                                                "n": meanwhile.len()},
+                         "idle_send_true_ms": {"p50": idle50, "p99": p99(&idle)}}),
+        });
+    }
+    // Two sessions flooding at once: what the daemon takes in all together, against one.
+    let file = setup.dir.path().join("progress.stream");
+    let cmd = format!("cat {}", file.display());
+    let mb = stream_bytes(&cmd) as f64 / 1e6;
+    let mut together = Vec::new();
+    for _ in 0..INGEST_REPS {
+        let socket = daemon.socket.clone();
+        let (session, c2) = (second.clone(), cmd.clone());
+        let t0 = Instant::now();
+        let beside = std::thread::spawn(move || {
+            Client::connect(&socket).run_to_prompt(AGENT, &session, &c2)
+        });
+        wrong += client.run_to_prompt(AGENT, &sid, &cmd);
+        wrong += beside.join().expect("the second flood");
+        together.push(2.0 * mb / t0.elapsed().as_secs_f64());
+    }
+    let both = together.iter().copied().fold(0.0, f64::max);
+    let one = one_session_mb_s["progress"];
+    rows.push(Row {
+        case: "ingest MB/s: two sessions of progress at once (aggregate)".into(),
+        ptyd: format!("{both:.1}"),
+        baselines: format!("one session {one:.1}"),
+        ratio: format!("{:.2}x one", both / one),
+        bar: ">= 1.5x one (a core per session)".into(),
+        pass: Some(both >= 1.5 * one),
+        json: json!({"mb_s": together, "best": both, "one_session": one}),
+    });
+    rows.push(Row {
+        case: "agent streams: answers other than prompt".into(),
+        ptyd: wrong.to_string(),
+        baselines: String::new(),
+        ratio: String::new(),
+        bar: "0".into(),
+        pass: Some(wrong == 0),
+        json: json!({"wrong_wait_reasons": wrong}),
+    });
+}
+
 /// The bytes `seq 1 n` shows on a terminal (ONLCR: CR LF line ends).
 fn seq_stream(n: usize) -> Vec<u8> {
     let mut out = Vec::new();
@@ -1966,6 +2089,121 @@ fn case_memory(rows: &mut Vec<Row>) {
 }
 
 /// A generated stream as a terminal shows it (CR LF line ends).
+/// Bytes of each generated agent-output stream (issue 22).
+const AGENT_STREAM_BYTES: usize = 30 << 20;
+/// The agent-output streams: what builds, installers and full-screen programs print.
+const AGENT_STREAMS: [&str; 3] = ["build", "progress", "fullscreen"];
+
+/// One of `AGENT_STREAMS`, about `AGENT_STREAM_BYTES` long, as a program writes it (`\n` line
+/// ends; the PTY adds the `\r`). Deterministic: the same bytes every run.
+fn agent_stream(name: &str) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::with_capacity(AGENT_STREAM_BYTES + 4096);
+    let mut i = 0usize;
+    match name {
+        // A coloured build and test log: bold green verbs, yellow warnings, red failures.
+        "build" => {
+            while out.len() < AGENT_STREAM_BYTES {
+                let _ = match i % 4 {
+                    0 => writeln!(
+                        out,
+                        "\x1b[1m\x1b[32m   Compiling\x1b[0m crate-{} v0.{}.{} (/home/dev/src/app/crates/crate-{})",
+                        i % 97,
+                        i % 13,
+                        i % 29,
+                        i % 97
+                    ),
+                    1 => writeln!(
+                        out,
+                        "\x1b[0m\x1b[1m\x1b[33mwarning\x1b[0m\x1b[1m: unused variable: `value_{}`\x1b[0m \x1b[34m-->\x1b[0m src/module_{}.rs:{}:{}",
+                        i % 71,
+                        i % 37,
+                        i % 400,
+                        i % 80
+                    ),
+                    2 => writeln!(
+                        out,
+                        "test tests::case_{}::handles_input_{} ... \x1b[32mok\x1b[0m",
+                        i % 211,
+                        i % 17
+                    ),
+                    _ => writeln!(
+                        out,
+                        "test tests::case_{}::rejects_input_{} ... \x1b[31mFAILED\x1b[0m",
+                        i % 211,
+                        i % 19
+                    ),
+                };
+                i += 1;
+            }
+        }
+        // A progress bar redrawn in place: `\r`, erase-line, colours; a newline every 101
+        // frames (the next item).
+        "progress" => {
+            while out.len() < AGENT_STREAM_BYTES {
+                let done = i % 101;
+                let bar = "#".repeat(done * 30 / 100);
+                let _ = write!(
+                    out,
+                    "\r\x1b[K\x1b[36mitem {:>5}\x1b[0m \x1b[32m{:>3}%\x1b[0m|{:<30}| {}/100 [00:{:02}<00:{:02}, {}.{}it/s]",
+                    i / 101,
+                    done,
+                    bar,
+                    done,
+                    i % 60,
+                    (100 - done) % 60,
+                    1000 + i % 9000,
+                    i % 10
+                );
+                if done == 100 {
+                    out.push(b'\n');
+                }
+                i += 1;
+            }
+        }
+        // A full-screen program redrawing: the alternate screen, each row placed (CUP),
+        // coloured and erased to its end, frame after frame.
+        "fullscreen" => {
+            out.extend_from_slice(b"\x1b[?1049h\x1b[H\x1b[2J");
+            while out.len() < AGENT_STREAM_BYTES {
+                for row in 1..=ROWS as usize {
+                    let _ = write!(
+                        out,
+                        "\x1b[{row};1H\x1b[{}m{:>6} root  20   0 {:>7}K {:>6}K S {:>4}.{} {:>4}.{} 0:{:02}.{:02} process-{}\x1b[0m\x1b[K",
+                        31 + (row + i) % 7,
+                        1000 + row * 7 + i % 100,
+                        (i * 13 + row) % 999_999,
+                        (i * 7 + row) % 99_999,
+                        (i + row) % 100,
+                        i % 10,
+                        (i * 3 + row) % 100,
+                        row % 10,
+                        i % 60,
+                        row,
+                        (row * 31 + i) % 997
+                    );
+                }
+                i += 1;
+            }
+            out.extend_from_slice(b"\x1b[?1049l");
+        }
+        other => panic!("unknown agent stream {other:?} (build, progress, fullscreen)"),
+    }
+    out
+}
+
+/// `stream` as a PTY delivers it to a terminal: every `\n` preceded by `\r` (onlcr).
+fn as_delivered(stream: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(stream.len() * 102 / 100);
+    for &b in stream {
+        if b == b'\n' {
+            v.push(b'\r');
+        }
+        v.push(b);
+    }
+    v
+}
+
 fn generated_stream(name: &str) -> Vec<u8> {
     match name {
         "seq" => seq_stream(3_000_000),
@@ -1990,16 +2228,10 @@ fn generated_stream(name: &str) -> Vec<u8> {
                 .stderr(Stdio::null())
                 .output()
                 .expect("ls -lR");
-            let mut v = Vec::with_capacity(out.stdout.len() * 102 / 100);
-            for b in out.stdout {
-                if b == b'\n' {
-                    v.push(b'\r');
-                }
-                v.push(b);
-            }
-            v
+            as_delivered(&out.stdout)
         }
-        other => panic!("unknown stream {other:?} (base64, seq, ls)"),
+        name if AGENT_STREAMS.contains(&name) => as_delivered(&agent_stream(name)),
+        other => panic!("unknown stream {other:?} (base64, seq, ls, build, progress, fullscreen)"),
     }
 }
 
@@ -2196,6 +2428,9 @@ fn main() {
     }
     if wanted("hostile") {
         case_hostile(&setup, &mut rows);
+    }
+    if wanted("agent-streams") {
+        case_agent_streams(&setup, &mut rows);
     }
     println!(
         "\nptyd compare bench, {date}, {} cpus ({}), {:.0} s\n",

@@ -28,10 +28,10 @@ fn main() -> ExitCode {
     // One thread runs everything (blocking work such as cgroup removal goes to tokio's blocking
     // pool). A send is a chain of hand-offs (connection task, session actor, PTY readiness,
     // reply); on one thread each is a queue push, while a multi-thread runtime wakes idle
-    // workers to steal them, which the benchmark showed as slower sends. Emulation costs far less
-    // per byte than the kernel PTY delivers (docs/performance.md: the terminal model alone
-    // against ingest through a PTY), so one core keeps up with many flooding sessions, and each
-    // actor yields after a bounded amount of output so none holds the thread.
+    // workers to steal them, which the benchmark showed as slower sends. Each actor yields
+    // after a bounded amount of output so none holds the thread. For plain lines one core keeps
+    // up with many flooding sessions; for progress bars and full-screen redraws it does not
+    // (docs/performance.md, the agent-streams rows): emulating on more than one core is open.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
