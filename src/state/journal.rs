@@ -22,15 +22,13 @@
 //! at most one window per session.
 
 use super::journal_head::{self, Restored};
+use memmap2::{MmapMut, MmapOptions, UncheckedAdvice};
 use nix::fcntl::{FallocateFlags, fallocate};
-use nix::sys::mman::{MapFlags, MmapAdvise, ProtFlags, madvise, mmap, munmap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::num::NonZeroUsize;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
 
 /// Bytes mapped at a time (a multiple of the page size).
 const WINDOW: usize = 256 << 10;
@@ -45,8 +43,8 @@ pub(crate) struct Journal {
     file: File,
     /// Where it is, to be replaced by a compacted one.
     path: PathBuf,
-    /// The mapped window.
-    map: NonNull<u8>,
+    /// The mapped window (WINDOW bytes).
+    map: MmapMut,
     /// File offset of the window's first byte.
     window_start: u64,
     /// Bytes of the window already written.
@@ -54,10 +52,6 @@ pub(crate) struct Journal {
     /// File offset of the output's first byte (after the head).
     output_start: u64,
 }
-
-// SAFETY: the mapping is owned by the journal alone (no other pointer to it is handed out but
-// borrows of `self`), so moving the journal to another thread moves its only user.
-unsafe impl Send for Journal {}
 
 /// What a journal holds: what to restore first, then the output.
 #[derive(Default)]
@@ -136,13 +130,13 @@ impl Journal {
     /// Maps the window holding file offset `pos`, the write position.
     fn at(file: File, path: &Path, pos: u64, populate: bool) -> io::Result<Journal> {
         let window_start = pos - pos % ALIGN;
-        let (map, used) = map_window(&file, window_start, populate)?;
+        let map = map_window(&file, window_start, populate)?;
         Ok(Journal {
             file,
             path: path.to_owned(),
             map,
             window_start,
-            used: used + (pos - window_start) as usize,
+            used: (pos - window_start) as usize,
             output_start: 0,
         })
     }
@@ -152,75 +146,49 @@ impl Journal {
         if WINDOW - self.used < MIN_SPARE {
             let pos = self.window_start + self.used as u64;
             let next = pos - pos % ALIGN;
-            let (map, _) = map_window(&self.file, next, true)?;
-            self.unmap();
-            self.map = map;
+            // The old window is unmapped as it is replaced.
+            self.map = map_window(&self.file, next, true)?;
             self.window_start = next;
             self.used = (pos - next) as usize;
         }
-        // SAFETY: the window is WINDOW bytes mapped read-write and owned by `self`; `used` is at
-        // most WINDOW, and the borrow of `self` keeps anyone else from touching it meanwhile.
-        Ok(unsafe {
-            std::slice::from_raw_parts_mut(self.map.as_ptr().add(self.used), WINDOW - self.used)
-        })
+        Ok(&mut self.map[self.used..])
     }
 
     /// Records that the first `n` bytes of the last `spare` were written; returns them.
     pub(crate) fn commit(&mut self, n: usize) -> &[u8] {
         let start = self.used;
         self.used = (self.used + n).min(WINDOW);
-        // SAFETY: `start..used` lies in the mapped window (see `spare`).
-        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(start), self.used - start) }
+        &self.map[start..self.used]
     }
 
     /// Lets the kernel take back the window's pages from this process (an idle session): the
     /// bytes stay in the file's page cache, and the next read maps them in again.
     pub(crate) fn rest(&mut self) {
-        // SAFETY: `map` is a live WINDOW-byte shared file mapping; MADV_DONTNEED on it only
-        // drops this process's page-table entries (the file keeps its content), and no borrow
-        // of the mapping outlives `&mut self`.
-        let _ = unsafe { madvise(self.map.cast(), WINDOW, MmapAdvise::MADV_DONTNEED) };
-    }
-
-    fn unmap(&mut self) {
-        // SAFETY: `map` is a live WINDOW-byte mapping made by `map_window`; no borrow of it
-        // outlives the `&mut self` this runs under.
-        let _ = unsafe { munmap(self.map.cast(), WINDOW) };
+        // SAFETY: MADV_DONTNEED on a shared file mapping only drops this process's page-table
+        // entries: the file keeps its content, and the next access maps it in again, so no
+        // byte the mapping shows changes (memmap2 marks it unchecked for private mappings,
+        // whose pages it would zero).
+        let _ = unsafe { self.map.unchecked_advise(UncheckedAdvice::DontNeed) };
     }
 }
 
-impl Drop for Journal {
-    fn drop(&mut self) {
-        self.unmap();
-    }
-}
-
-/// Preallocates and maps the WINDOW bytes of `file` from `start`; returns the mapping and 0.
-fn map_window(file: &File, start: u64, populate: bool) -> io::Result<(NonNull<u8>, usize)> {
+/// Preallocates and maps the WINDOW bytes of `file` from `start`.
+fn map_window(file: &File, start: u64, populate: bool) -> io::Result<MmapMut> {
     fallocate(
         file.as_raw_fd(),
         FallocateFlags::empty(),
         start as libc::off_t,
         WINDOW as libc::off_t,
     )?;
-    let mut flags = MapFlags::MAP_SHARED;
+    let mut options = MmapOptions::new();
+    options.offset(start).len(WINDOW);
     if populate {
-        flags |= MapFlags::MAP_POPULATE;
+        options.populate();
     }
-    let length = NonZeroUsize::new(WINDOW).expect("a non-empty window");
-    // SAFETY: a fresh shared mapping of a range the file now has (just preallocated); nothing
-    // else maps it in this process, and only the journal truncates the file (it never does).
-    let map = unsafe {
-        mmap(
-            None,
-            length,
-            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-            flags,
-            file,
-            start as libc::off_t,
-        )
-    }?;
-    Ok((map.cast(), 0))
+    // SAFETY: a shared mapping of a range the file now has (just preallocated, so a store never
+    // meets a hole on a full disk); only the journal writes or truncates the file (it never
+    // truncates), and the state directory is the daemon's own (0700).
+    unsafe { options.map_mut(file) }
 }
 
 /// The length of a journal's content: up to its last non-zero byte.
