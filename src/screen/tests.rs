@@ -354,34 +354,41 @@ fn random_stream(rng: &mut XorShift) -> Vec<u8> {
     out
 }
 
+/// Feeds `stream` in random pieces of at most `max_chunk` bytes to a terminal with the fast path
+/// and one without, asserting after every piece that they count the same lines and have the
+/// cursor in the same place, and at the end that they read the same.
+fn assert_fast_path_matches(stream: &[u8], rng: &mut XorShift, max_chunk: u64, round: usize) {
+    let mut fast = Terminal::new(40, 6, 100_000, 1 << 24);
+    let mut slow = Terminal::new(40, 6, 100_000, 1 << 24);
+    slow.state.get_mut().fast_path = false;
+    let mut pos = 0;
+    while pos < stream.len() {
+        let n = (1 + rng.below(max_chunk) as usize).min(stream.len() - pos);
+        fast.feed(&stream[pos..pos + n]);
+        slow.feed(&stream[pos..pos + n]);
+        pos += n;
+        assert_eq!(
+            fast.total_lines(),
+            slow.total_lines(),
+            "round {round} at {pos}"
+        );
+        assert_eq!(fast.cursor(), slow.cursor(), "round {round} at {pos}");
+    }
+    assert_eq!(all_lines(&fast), all_lines(&slow), "round {round}");
+    assert_eq!(
+        fast.visible_screen(),
+        slow.visible_screen(),
+        "round {round}"
+    );
+    assert_eq!(fast.take_marks(), slow.take_marks(), "round {round}");
+}
+
 #[test]
 fn fast_path_matches_the_emulator() {
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
     for round in 0..20 {
         let stream = random_stream(&mut rng);
-        let mut fast = Terminal::new(40, 6, 100_000, 1 << 24);
-        let mut slow = Terminal::new(40, 6, 100_000, 1 << 24);
-        slow.state.get_mut().fast_path = false;
-        let mut pos = 0;
-        while pos < stream.len() {
-            let n = (1 + rng.below(8000) as usize).min(stream.len() - pos);
-            fast.feed(&stream[pos..pos + n]);
-            slow.feed(&stream[pos..pos + n]);
-            pos += n;
-            assert_eq!(
-                fast.total_lines(),
-                slow.total_lines(),
-                "round {round} at {pos}"
-            );
-            assert_eq!(fast.cursor(), slow.cursor(), "round {round} at {pos}");
-        }
-        assert_eq!(all_lines(&fast), all_lines(&slow), "round {round}");
-        assert_eq!(
-            fast.visible_screen(),
-            slow.visible_screen(),
-            "round {round}"
-        );
-        assert_eq!(fast.take_marks(), slow.take_marks(), "round {round}");
+        assert_fast_path_matches(&stream, &mut rng, 8000, round);
     }
 }
 
@@ -430,29 +437,7 @@ fn agent_output_shapes_match_the_emulator() {
     let mut rng = XorShift(0x5851_F42D_4C95_7F2D);
     for round in 0..20 {
         let stream = agent_output_stream(&mut rng);
-        let mut fast = Terminal::new(40, 6, 100_000, 1 << 24);
-        let mut slow = Terminal::new(40, 6, 100_000, 1 << 24);
-        slow.state.get_mut().fast_path = false;
-        let max_chunk = [5, 90, 1024, 8000][round % 4];
-        let mut pos = 0;
-        while pos < stream.len() {
-            let n = (1 + rng.below(max_chunk) as usize).min(stream.len() - pos);
-            fast.feed(&stream[pos..pos + n]);
-            slow.feed(&stream[pos..pos + n]);
-            pos += n;
-            assert_eq!(
-                fast.total_lines(),
-                slow.total_lines(),
-                "round {round} at {pos}"
-            );
-        }
-        assert_eq!(fast.cursor(), slow.cursor(), "round {round}");
-        assert_eq!(all_lines(&fast), all_lines(&slow), "round {round}");
-        assert_eq!(
-            fast.visible_screen(),
-            slow.visible_screen(),
-            "round {round}"
-        );
+        assert_fast_path_matches(&stream, &mut rng, [5, 90, 1024, 8000][round % 4], round);
     }
 }
 
