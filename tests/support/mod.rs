@@ -18,7 +18,6 @@ use ptyd::pb::{
 use tempfile::TempDir;
 use tokio::net::UnixListener;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
@@ -34,12 +33,14 @@ const STOP_DEADLINE: Duration = Duration::from_secs(30);
 const POLL_FIRST: Duration = Duration::from_millis(5);
 const POLL_MAX: Duration = Duration::from_millis(100);
 
-/// A daemon serving on `<tmp>/ptyd.sock` inside this test's runtime.
+/// A daemon serving on `<tmp>/ptyd.sock` in this test's process, on a thread of its own with a
+/// current-thread runtime, as `ptyd serve` runs (the test's runtime is not the daemon's).
 pub struct Daemon {
     pub socket: PathBuf,
     pub client: Client,
     pub shutdown: Option<oneshot::Sender<()>>,
-    pub task: JoinHandle<Result<(), ptyd::Error>>,
+    /// What `serve` returned, once it has.
+    pub served: oneshot::Receiver<Result<(), ptyd::Error>>,
     pub _dir: TempDir,
 }
 
@@ -104,12 +105,30 @@ pub async fn start_daemon_with(mut config: ptyd::config::Config) -> Daemon {
         config.adoption_grace = Duration::from_secs(5);
     }
     let socket = dir.path().join("ptyd.sock");
-    let listener = UnixListener::bind(&socket).expect("bind the daemon socket");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind the daemon socket");
+    listener
+        .set_nonblocking(true)
+        .expect("a non-blocking listener");
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(ptyd::server::serve(listener, config, async move {
-        // A send or a dropped sender both mean "shut down".
-        let _ = shutdown_rx.await;
-    }));
+    let (served_tx, served) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("ptyd-daemon".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the daemon's runtime");
+            let result = runtime.block_on(async move {
+                let listener = UnixListener::from_std(listener).expect("register the listener");
+                ptyd::server::serve(listener, config, async move {
+                    // A send or a dropped sender both mean "shut down".
+                    let _ = shutdown_rx.await;
+                })
+                .await
+            });
+            let _ = served_tx.send(result);
+        })
+        .expect("start the daemon's thread");
     let client = ptyd::client::connect(&socket)
         .await
         .expect("connect to the in-process daemon");
@@ -117,7 +136,7 @@ pub async fn start_daemon_with(mut config: ptyd::config::Config) -> Daemon {
         socket,
         client,
         shutdown: Some(shutdown_tx),
-        task,
+        served,
         _dir: dir,
     }
 }
@@ -139,17 +158,17 @@ impl Daemon {
             socket: _,
             client,
             mut shutdown,
-            task,
+            served,
             _dir,
         } = self;
         drop(client);
         if let Some(tx) = shutdown.take() {
             let _ = tx.send(());
         }
-        match tokio::time::timeout(STOP_DEADLINE, task).await {
+        match tokio::time::timeout(STOP_DEADLINE, served).await {
             Ok(Ok(Ok(()))) => {}
             Ok(Ok(Err(e))) => panic!("serve returned an error on shutdown: {e:?}"),
-            Ok(Err(e)) => panic!("the serve task panicked or was cancelled: {e}"),
+            Ok(Err(_)) => panic!("the daemon's thread panicked"),
             Err(_) => panic!("the daemon did not stop within {STOP_DEADLINE:?}"),
         }
         drop(_dir);
