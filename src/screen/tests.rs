@@ -354,33 +354,64 @@ fn random_stream(rng: &mut XorShift) -> Vec<u8> {
     out
 }
 
-/// Feeds `stream` in random pieces of at most `max_chunk` bytes to a terminal with the fast path
-/// and one without, asserting after every piece that they count the same lines and have the
-/// cursor in the same place, and at the end that they read the same.
-fn assert_fast_path_matches(stream: &[u8], rng: &mut XorShift, max_chunk: u64, round: usize) {
-    let mut fast = Terminal::new(40, 6, 100_000, 1 << 24);
-    let mut slow = Terminal::new(40, 6, 100_000, 1 << 24);
-    slow.state.get_mut().fast_path = false;
-    let mut pos = 0;
-    while pos < stream.len() {
-        let n = (1 + rng.below(max_chunk) as usize).min(stream.len() - pos);
-        fast.feed(&stream[pos..pos + n]);
-        slow.feed(&stream[pos..pos + n]);
-        pos += n;
-        assert_eq!(
-            fast.total_lines(),
-            slow.total_lines(),
-            "round {round} at {pos}"
-        );
-        assert_eq!(fast.cursor(), slow.cursor(), "round {round} at {pos}");
+/// A terminal with the fast path and one without, fed the same bytes.
+struct Twins {
+    fast: Terminal,
+    slow: Terminal,
+}
+
+impl Twins {
+    fn new(max_lines: u64) -> Twins {
+        let mut slow = Terminal::new(40, 6, max_lines, 1 << 24);
+        slow.state.get_mut().fast_path = false;
+        Twins {
+            fast: Terminal::new(40, 6, max_lines, 1 << 24),
+            slow,
+        }
     }
-    assert_eq!(all_lines(&fast), all_lines(&slow), "round {round}");
-    assert_eq!(
-        fast.visible_screen(),
-        slow.visible_screen(),
-        "round {round}"
-    );
-    assert_eq!(fast.take_marks(), slow.take_marks(), "round {round}");
+
+    /// Feeds `stream` to both in random pieces of at most `max_chunk` bytes, asserting after
+    /// each what the session actor reads then, the line count and the marks (and, with
+    /// `cursor`, the cursor, which brings the fast path's emulator up to date).
+    fn feed(
+        &mut self,
+        stream: &[u8],
+        rng: &mut XorShift,
+        max_chunk: u64,
+        cursor: bool,
+        round: usize,
+    ) {
+        let Twins { fast, slow } = self;
+        let mut pos = 0;
+        while pos < stream.len() {
+            let n = (1 + rng.below(max_chunk) as usize).min(stream.len() - pos);
+            fast.feed(&stream[pos..pos + n]);
+            slow.feed(&stream[pos..pos + n]);
+            pos += n;
+            assert_eq!(
+                fast.total_lines(),
+                slow.total_lines(),
+                "round {round} at {pos}"
+            );
+            assert_eq!(
+                fast.take_marks(),
+                slow.take_marks(),
+                "round {round} at {pos}"
+            );
+            if cursor {
+                assert_eq!(fast.cursor(), slow.cursor(), "round {round} at {pos}");
+            }
+        }
+    }
+
+    /// Asserts that both read the same: numbering, cursor, history and screen.
+    fn assert_same(&self, what: &str) {
+        let Twins { fast, slow } = self;
+        assert_eq!(fast.first_line(), slow.first_line(), "{what}");
+        assert_eq!(fast.cursor(), slow.cursor(), "{what}");
+        assert_eq!(all_lines(fast), all_lines(slow), "{what}");
+        assert_eq!(fast.visible_screen(), slow.visible_screen(), "{what}");
+    }
 }
 
 #[test]
@@ -388,7 +419,9 @@ fn fast_path_matches_the_emulator() {
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
     for round in 0..20 {
         let stream = random_stream(&mut rng);
-        assert_fast_path_matches(&stream, &mut rng, 8000, round);
+        let mut twins = Twins::new(100_000);
+        twins.feed(&stream, &mut rng, 8000, true, round);
+        twins.assert_same(&format!("round {round}"));
     }
 }
 
@@ -437,7 +470,16 @@ fn agent_output_shapes_match_the_emulator() {
     let mut rng = XorShift(0x5851_F42D_4C95_7F2D);
     for round in 0..20 {
         let stream = agent_output_stream(&mut rng);
-        assert_fast_path_matches(&stream, &mut rng, [5, 90, 1024, 8000][round % 4], round);
+        let mut twins = Twins::new(100_000);
+        // As the session actor reads: no sync between pieces.
+        twins.feed(
+            &stream,
+            &mut rng,
+            [5, 90, 1024, 8000][round % 4],
+            false,
+            round,
+        );
+        twins.assert_same(&format!("round {round}"));
     }
 }
 
@@ -542,36 +584,17 @@ fn lazy_runs_match_the_emulator() {
     for round in 0..30 {
         let stream = flood_stream(&mut rng);
         let max_lines = if round % 3 == 0 { 700 } else { 100_000 };
-        let mut fast = Terminal::new(40, 6, max_lines, 1 << 24);
-        let mut slow = Terminal::new(40, 6, max_lines, 1 << 24);
-        slow.state.get_mut().fast_path = false;
-        let max_chunk = [7, 64, 600, 5000][round % 4];
-        let mut pos = 0;
-        while pos < stream.len() {
-            let n = (1 + rng.below(max_chunk) as usize).min(stream.len() - pos);
-            fast.feed(&stream[pos..pos + n]);
-            slow.feed(&stream[pos..pos + n]);
-            pos += n;
-            // Only what the session actor asks after every chunk: no sync.
-            assert_eq!(
-                fast.total_lines(),
-                slow.total_lines(),
-                "round {round} at {pos}"
-            );
-            assert_eq!(
-                fast.take_marks(),
-                slow.take_marks(),
-                "round {round} at {pos}"
-            );
-        }
-        assert_eq!(fast.first_line(), slow.first_line(), "round {round}");
-        assert_eq!(fast.cursor(), slow.cursor(), "round {round}");
-        assert_eq!(all_lines(&fast), all_lines(&slow), "round {round}");
-        assert_eq!(
-            fast.visible_screen(),
-            slow.visible_screen(),
-            "round {round}"
+        let mut twins = Twins::new(max_lines);
+        // Only what the session actor asks after every chunk: no sync.
+        twins.feed(
+            &stream,
+            &mut rng,
+            [7, 64, 600, 5000][round % 4],
+            false,
+            round,
         );
+        twins.assert_same(&format!("round {round}"));
+        let Twins { fast, slow } = &mut twins;
         // And the emulator picks up where the run left off.
         fast.feed(b"\x1b[3Aup\r\nend\r\n");
         slow.feed(b"\x1b[3Aup\r\nend\r\n");
