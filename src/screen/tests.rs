@@ -598,7 +598,7 @@ fn lazy_runs_match_the_emulator() {
         // And the emulator picks up where the run left off.
         fast.feed(b"\x1b[3Aup\r\nend\r\n");
         slow.feed(b"\x1b[3Aup\r\nend\r\n");
-        assert_eq!(all_lines(&fast), all_lines(&slow), "round {round} after");
+        assert_eq!(all_lines(fast), all_lines(slow), "round {round} after");
         assert_eq!(
             fast.visible_screen(),
             slow.visible_screen(),
