@@ -79,20 +79,11 @@ async fn forged_marks_do_not_end_the_send(shell: &str) {
     d.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bash_ignores_marks_forged_by_output() {
-    timed(forged_marks_do_not_end_the_send("bash")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zsh_ignores_marks_forged_by_output() {
-    timed(forged_marks_do_not_end_the_send("zsh")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fish_ignores_marks_forged_by_output() {
-    timed(forged_marks_do_not_end_the_send("fish")).await;
-}
+crate::shell_tests!(forged_marks_do_not_end_the_send:
+    bash_ignores_marks_forged_by_output => "bash",
+    zsh_ignores_marks_forged_by_output => "zsh",
+    fish_ignores_marks_forged_by_output => "fish",
+);
 
 /// The key reaches the integration only: no program the shell starts (a nested shell among
 /// them) finds it in its environment or in the shell's exported variables.
@@ -116,20 +107,11 @@ async fn the_key_stays_out_of_the_environment(shell: &str) {
     d.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bash_keeps_the_key_from_its_programs() {
-    timed(the_key_stays_out_of_the_environment("bash")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zsh_keeps_the_key_from_its_programs() {
-    timed(the_key_stays_out_of_the_environment("zsh")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fish_keeps_the_key_from_its_programs() {
-    timed(the_key_stays_out_of_the_environment("fish")).await;
-}
+crate::shell_tests!(the_key_stays_out_of_the_environment:
+    bash_keeps_the_key_from_its_programs => "bash",
+    zsh_keeps_the_key_from_its_programs => "zsh",
+    fish_keeps_the_key_from_its_programs => "fish",
+);
 
 // ---------------------------------------------------------------------------------------------
 // `!` in a command
@@ -150,15 +132,10 @@ async fn bang_is_literal(shell: &str) {
     d.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bash_prints_a_bang_literally() {
-    timed(bang_is_literal("bash")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zsh_prints_a_bang_literally() {
-    timed(bang_is_literal("zsh")).await;
-}
+crate::shell_tests!(bang_is_literal:
+    bash_prints_a_bang_literally => "bash",
+    zsh_prints_a_bang_literally => "zsh",
+);
 
 /// A type with `history_expansion = true` keeps `!!` working.
 async fn a_type_turns_history_expansion_on(shell: &str) {
@@ -189,15 +166,10 @@ async fn a_type_turns_history_expansion_on(shell: &str) {
     d.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bash_type_can_turn_history_expansion_on() {
-    timed(a_type_turns_history_expansion_on("bash")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zsh_type_can_turn_history_expansion_on() {
-    timed(a_type_turns_history_expansion_on("zsh")).await;
-}
+crate::shell_tests!(a_type_turns_history_expansion_on:
+    bash_type_can_turn_history_expansion_on => "bash",
+    zsh_type_can_turn_history_expansion_on => "zsh",
+);
 
 // ---------------------------------------------------------------------------------------------
 // Answers to terminal queries
@@ -231,15 +203,10 @@ async fn unread_answers_stay_out(shell: &str) {
     d.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bash_keeps_unread_query_answers_out_of_the_next_command() {
-    timed(unread_answers_stay_out("bash")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zsh_keeps_unread_query_answers_out_of_the_next_command() {
-    timed(unread_answers_stay_out("zsh")).await;
-}
+crate::shell_tests!(unread_answers_stay_out:
+    bash_keeps_unread_query_answers_out_of_the_next_command => "bash",
+    zsh_keeps_unread_query_answers_out_of_the_next_command => "zsh",
+);
 
 /// Sets raw mode, asks for the cursor position, reads the answer and prints it parsed.
 const RAW_QUERY: &str = r#"
@@ -481,20 +448,11 @@ async fn typeahead_is_refused_or_held(shell: &str) {
     d.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bash_refuses_typeahead_unless_asked_and_keeps_results_clean() {
-    timed(typeahead_is_refused_or_held("bash")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zsh_refuses_typeahead_unless_asked_and_keeps_results_clean() {
-    timed(typeahead_is_refused_or_held("zsh")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fish_refuses_typeahead_unless_asked_and_keeps_results_clean() {
-    timed(typeahead_is_refused_or_held("fish")).await;
-}
+crate::shell_tests!(typeahead_is_refused_or_held:
+    bash_refuses_typeahead_unless_asked_and_keeps_results_clean => "bash",
+    zsh_refuses_typeahead_unless_asked_and_keeps_results_clean => "zsh",
+    fish_refuses_typeahead_unless_asked_and_keeps_results_clean => "fish",
+);
 
 /// Reads keys in cbreak mode, polling with a short timeout (as TUIs with an animation do, which
 /// the probe does not count as blocked on the terminal); prints what came before Enter.
@@ -606,20 +564,11 @@ async fn a_fresh_session_has_no_new_output(shell: &str) {
     d.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fresh_bash_session_has_no_new_output() {
-    timed(a_fresh_session_has_no_new_output("bash")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fresh_zsh_session_has_no_new_output() {
-    timed(a_fresh_session_has_no_new_output("zsh")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fresh_fish_session_has_no_new_output() {
-    timed(a_fresh_session_has_no_new_output("fish")).await;
-}
+crate::shell_tests!(a_fresh_session_has_no_new_output:
+    a_fresh_bash_session_has_no_new_output => "bash",
+    a_fresh_zsh_session_has_no_new_output => "zsh",
+    a_fresh_fish_session_has_no_new_output => "fish",
+);
 
 // ---------------------------------------------------------------------------------------------
 // Output without a final newline
@@ -664,17 +613,8 @@ async fn output_without_a_final_newline(shell: &str) {
     d.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bash_returns_output_without_a_final_newline() {
-    timed(output_without_a_final_newline("bash")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zsh_returns_output_without_a_final_newline() {
-    timed(output_without_a_final_newline("zsh")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fish_returns_output_without_a_final_newline() {
-    timed(output_without_a_final_newline("fish")).await;
-}
+crate::shell_tests!(output_without_a_final_newline:
+    bash_returns_output_without_a_final_newline => "bash",
+    zsh_returns_output_without_a_final_newline => "zsh",
+    fish_returns_output_without_a_final_newline => "fish",
+);

@@ -286,15 +286,10 @@ async fn region_in(shell: &str) {
     d.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn send_stream_in_zsh_streams_only_the_command_output() {
-    timed(region_in("zsh")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn send_stream_in_fish_streams_only_the_command_output() {
-    timed(region_in("fish")).await;
-}
+crate::shell_tests!(region_in:
+    send_stream_in_zsh_streams_only_the_command_output => "zsh",
+    send_stream_in_fish_streams_only_the_command_output => "fish",
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_stream_of_many_lines_streams_all_of_it_and_only_it() {

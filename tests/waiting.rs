@@ -631,20 +631,11 @@ async fn prompt_exit_code_and_cwd(shell: &str) {
     d.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bash_reports_prompt_exit_code_and_cwd() {
-    timed(prompt_exit_code_and_cwd("bash")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zsh_reports_prompt_exit_code_and_cwd() {
-    timed(prompt_exit_code_and_cwd("zsh")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fish_reports_prompt_exit_code_and_cwd() {
-    timed(prompt_exit_code_and_cwd("fish")).await;
-}
+crate::shell_tests!(prompt_exit_code_and_cwd:
+    bash_reports_prompt_exit_code_and_cwd => "bash",
+    zsh_reports_prompt_exit_code_and_cwd => "zsh",
+    fish_reports_prompt_exit_code_and_cwd => "fish",
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_command_after_a_slow_bashrc_returns_its_own_result() {
@@ -728,20 +719,11 @@ async fn multi_line_runs_as_one_unit(shell: &str) {
     d.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bash_runs_a_multi_line_snippet_as_one_unit() {
-    timed(multi_line_runs_as_one_unit("bash")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zsh_runs_a_multi_line_snippet_as_one_unit() {
-    timed(multi_line_runs_as_one_unit("zsh")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fish_runs_a_multi_line_snippet_as_one_unit() {
-    timed(multi_line_runs_as_one_unit("fish")).await;
-}
+crate::shell_tests!(multi_line_runs_as_one_unit:
+    bash_runs_a_multi_line_snippet_as_one_unit => "bash",
+    zsh_runs_a_multi_line_snippet_as_one_unit => "zsh",
+    fish_runs_a_multi_line_snippet_as_one_unit => "fish",
+);
 
 /// The last non-empty line of the visible screen: where the prompt is drawn.
 async fn prompt_line(c: &mut Client, sid: &str) -> String {

@@ -175,6 +175,20 @@ impl Daemon {
     }
 }
 
+/// One test per shell: `shell_tests!(scenario: bash_test => "bash", zsh_test => "zsh")` makes
+/// `bash_test` run `scenario("bash")` under `timed`, and so on.
+#[macro_export]
+macro_rules! shell_tests {
+    ($scenario:ident: $($test:ident => $shell:literal),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                $crate::support::timed($scenario($shell)).await;
+            }
+        )+
+    };
+}
+
 /// Runs a test body under `TEST_DEADLINE`.
 pub async fn timed<F: Future>(body: F) -> F::Output {
     match tokio::time::timeout(TEST_DEADLINE, body).await {
