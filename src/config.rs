@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The default history bound in lines (contract section 4: at least 1 000 000). With the default
+/// The default history bound in lines (docs/api.md: at least 1 000 000). With the default
 /// byte bound of 16 MiB, `seq 1 2000000` (about 13 MiB of text) is kept whole.
 pub const DEFAULT_HISTORY_LINES: u64 = 4_000_000;
 /// The history's byte bound unless configured.
@@ -187,7 +187,7 @@ impl Config {
         self.types.iter().find(|t| t.name == name)
     }
 
-    /// A session's environment, built rather than inherited (contract section 7): the names of
+    /// A session's environment, built rather than inherited (docs/api.md): the names of
     /// `daemon_env` (the daemon's own environment) that `env_allowlist` lets through, then
     /// `env_defaults`, then `PTYD_SESSION_ID`, then the type's `env`, then the request's
     /// `overrides` (in name order); a later value replaces an earlier one of the same name.

@@ -1,6 +1,6 @@
 //! Where ptyd's socket and state may live: only in a directory no other user can change, since
 //! whoever can rename entries there can swap the daemon's socket for their own and read the
-//! next client's requests (contract section 9). The daemon checks before it serves, a client
+//! next client's requests (docs/security.md). The daemon checks before it serves, a client
 //! before it connects.
 
 use crate::error::{Error, Result};

@@ -135,7 +135,7 @@ fn job_number(id: &str) -> Option<u64> {
 }
 
 /// The number of an id spelled as ptyd spells it: `prefix`, then a positive decimal without a
-/// sign or leading zeros. `t01`, `t+1` and `t0001` are not `t1` (contract section 9: one id, one
+/// sign or leading zeros. `t01`, `t+1` and `t0001` are not `t1` (docs/security.md: one id, one
 /// spelling), so a caller's typo never reaches another session.
 fn id_number(id: &str, prefix: char) -> Option<u64> {
     let digits = id.strip_prefix(prefix)?;

@@ -76,7 +76,7 @@ pub struct SendInput {
     /// Cap on the rendered result.
     pub max_result_bytes: usize,
     /// Text for a command that still runs is held until the shell's next prompt instead of
-    /// refused (contract section 5).
+    /// refused (docs/api.md).
     pub typeahead: bool,
 }
 

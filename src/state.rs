@@ -1,6 +1,6 @@
 //! What outlives the daemon: the state directory (`$XDG_STATE_HOME/ptyd`, else
 //! `~/.local/state/ptyd`, mode 0700) that lets a new `ptyd serve` adopt the sessions a previous
-//! one left running (contract section 10).
+//! one left running (docs/lifecycle.md).
 //!
 //! Layout: `lock` (held with `flock` by the one daemon serving the directory; it holds that
 //! daemon's pid), `counters` (the highest session and job numbers ever issued, so ids are never

@@ -55,7 +55,7 @@ pub(crate) fn ranged(field: &str, value: u32, default: u32, min: u32, max: u32) 
     Ok(value)
 }
 
-/// The terminal sizes a session may have (contract section 1).
+/// The terminal sizes a session may have (docs/api.md).
 pub(crate) const COLS: std::ops::RangeInclusive<u16> = 20..=1000;
 pub(crate) const ROWS: std::ops::RangeInclusive<u16> = 5..=1000;
 
@@ -98,7 +98,7 @@ pub(crate) fn ranged_from_zero(field: &str, value: u32, max: u32) -> Result<u32>
     Ok(value)
 }
 
-/// The most bytes of a request field that a message or a log line quotes (contract section 9):
+/// The most bytes of a request field that a message or a log line quotes (docs/security.md):
 /// a 3 MiB session id must not come back whole, nor fill the log.
 pub(crate) const MAX_QUOTED: usize = 200;
 

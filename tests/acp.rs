@@ -1,4 +1,4 @@
-//! Acceptance tests of the ACP shim (issue 5). Each test runs the real `ptyd acp` binary over
+//! Acceptance tests of the ACP shim. Each test runs the real `ptyd acp` binary over
 //! stdio, driven by the official npm ACP client SDK through the bridge in `tests/acp/bridge.mjs`
 //! (`npm ci --prefix tests/acp` installs it; `.ci/run` does), in terminal mode (Zed's
 //! `clientCapabilities._meta.terminal_output`) and fallback mode. Assertions read the agent's raw

@@ -1,4 +1,4 @@
-//! Acceptance tests of the MCP server (issue 15). Each test runs the real `ptyd mcp` binary,
+//! Acceptance tests of the MCP server. Each test runs the real `ptyd mcp` binary,
 //! driven by the official npm MCP client SDK through the bridge in `tests/mcp/bridge.mjs`
 //! (`npm ci --prefix tests/mcp` installs it; `.ci/run` does), over stdio or streamable HTTP. The
 //! SDK checks every tool result's `structuredContent` against the tool's `outputSchema`, so each

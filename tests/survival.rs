@@ -1,4 +1,4 @@
-//! Acceptance tests of issue 14 (contract section 10): sessions outlive the daemon. Real
+//! Sessions outlive the daemon. Real
 //! `ptyd serve` processes are killed with SIGKILL and a new one on the same socket and state
 //! directory adopts what they left.
 

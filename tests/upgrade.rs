@@ -1,4 +1,4 @@
-//! Upgrade in place (issue 14): `SIGHUP` to a real `ptyd serve` re-executes the binary at its
+//! Upgrade in place: `SIGHUP` to a real `ptyd serve` re-executes the binary at its
 //! path in the same process, on the same socket. Each test installs its own copy of the binaries
 //! in a temp dir (so it can replace them as `cargo install` does: a new file renamed over the
 //! old), with its own socket, config file and state directory, and reads the daemon's log from a

@@ -107,7 +107,7 @@ fn list_line(s: &SessionInfo) -> String {
         }
         _ => format!("running pid={}", s.pid),
     };
-    // A session this daemon took over from its predecessor says so (contract section 10).
+    // A session this daemon took over from its predecessor says so (docs/lifecycle.md).
     let adopted = if s.adopted { " (adopted)" } else { "" };
     format!("{}{name} [{}] {status}{adopted}", s.session_id, s.r#type)
 }

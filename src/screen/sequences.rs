@@ -15,7 +15,7 @@ use super::xterm::{self, Modes};
 const MAX_HELD: usize = 256;
 
 /// The most bytes of a control string's body (OSC, DCS, APC, PM, SOS) passed to the emulator;
-/// the rest, up to the string's end, is dropped (contract section 9). vte keeps a whole OSC in
+/// the rest, up to the string's end, is dropped (docs/security.md). vte keeps a whole OSC in
 /// memory until it ends, and keeps the room after, so an endless title would grow the daemon
 /// without bound; nothing real (a title, a hyperlink, a clipboard copy of a page) is longer.
 pub(super) const MAX_STRING: usize = 64 << 10;

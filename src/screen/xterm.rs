@@ -235,7 +235,7 @@ impl Modes {
                 // REP: vt100 paints the character as many times as asked (up to 65 535, a
                 // cell each), so 14 bytes could cost a frame of work. Bounded by the columns
                 // left on the row (all of the next row's after a pending wrap): a repeat never
-                // paints more than the row it is on (contract section 9).
+                // paints more than the row it is on (docs/security.md).
                 let (_, col) = state.cursor_cell();
                 let cols = state.size().0;
                 let left = if col >= cols { cols } else { cols - col };

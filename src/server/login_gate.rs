@@ -1,5 +1,5 @@
 //! What a peer that has not authenticated may hold on a listener others can reach
-//! (`--listen-tcp`, `ptyd mcp --listen`; contract section 9): a connection that has not made
+//! (`--listen-tcp`, `ptyd mcp --listen`; docs/security.md): a connection that has not made
 //! one request with a valid token within `LOGIN_WITHIN` is closed, at most
 //! `MAX_UNAUTHENTICATED` such connections are open at once (more wait in the kernel's backlog),
 //! and an accept error (`EMFILE`: out of descriptors) is waited out instead of retried in a

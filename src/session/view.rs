@@ -68,7 +68,7 @@ pub(super) fn read(terminal: &Terminal, q: ReadQuery) -> ReadOutcome {
     }
 }
 
-/// The first and last line of a page (contract section 4): `from_line` pages forward by
+/// The first and last line of a page (docs/api.md): `from_line` pages forward by
 /// absolute number; otherwise the page ends `offset` lines before the newest. Empty when
 /// `begin > end`.
 fn page_bounds(total: u64, first: u64, q: &ReadQuery) -> (u64, u64) {
@@ -94,7 +94,7 @@ fn asked_begin(total: u64, q: &ReadQuery) -> u64 {
 
 /// What `[lines: …]` adds once the history bounds dropped old lines (`first > 1`) and the page
 /// is `empty` or was cut by them (it asked for lines from `asked` on): where retained history
-/// lies, so a model paging back knows where to look (contract section 6).
+/// lies, so a model paging back knows where to look (docs/api.md).
 fn retained_note(first: u64, total: u64, asked: u64, empty: bool) -> String {
     let dropped_some = first > 1;
     if !dropped_some || !(empty || asked < first) {

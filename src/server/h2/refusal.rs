@@ -1,4 +1,4 @@
-//! The answer a connection from another user gets (contract section 9): a gRPC
+//! The answer a connection from another user gets (docs/security.md): a gRPC
 //! `PERMISSION_DENIED` naming the socket's owner, which a client shows as any failed call, then
 //! an HTTP/2 GOAWAY carrying the same words as its debug data. The refused connection never
 //! reaches tonic, h2 or the service: this module speaks just enough HTTP/2 by hand to answer.

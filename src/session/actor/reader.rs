@@ -73,7 +73,7 @@ impl Actor {
         crate::process::stdin_probe::terminal_reader(self.pty.pid() as i32, tty, password_mode)
     }
 
-    /// Whether `input` would only be typed ahead (contract section 5): text, not only control
+    /// Whether `input` would only be typed ahead (docs/api.md): text, not only control
     /// characters, while an integrated shell's command runs and nothing reads the terminal. A
     /// program that put the terminal in non-canonical mode reads keys (a TUI that polls with a
     /// short timeout does not look blocked on the terminal). Takes in the output already there
