@@ -5,7 +5,7 @@
 //! reports COMPLETED with the send's wait reason; `JobKill` of `sleep 100` gives KILLED and frees
 //! the session.
 //!
-//! Bad input for the RPCs `tests/foundation.rs` does not cover fully — `Watch`, `JobOutput`,
+//! Bad input for the RPCs `tests/operations.rs` does not cover fully — `Watch`, `JobOutput`,
 //! `JobKill`, `SendStream` — with the exact code, a message naming the field, and a well-formed
 //! request that still succeeds afterwards.
 

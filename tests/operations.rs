@@ -1,4 +1,4 @@
-//! Foundation acceptance tests over gRPC against an in-process daemon: command output and exit
+//! The six operations over gRPC against an in-process daemon: command output and exit
 //! codes, history paging, terminal emulation, byte caps, agent isolation, malformed requests,
 //! signals, close and exit, and the health service. Each test starts its own daemon.
 
