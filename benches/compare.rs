@@ -1390,40 +1390,68 @@ fn case_ingest(setup: &Setup, rows: &mut Vec<Row>) {
     let mut raw = RawShell::spawn(setup);
     let tmux = Tmux::start(setup);
     for (name, cmd) in INGEST_STREAMS {
-        let bytes = stream_bytes(cmd);
-        let mb = bytes as f64 / 1e6;
-        let (mut p, mut f, mut t) = (vec![], vec![], vec![]);
-        let (mut pty_bytes, mut reads, mut wrong) = (0, 0, 0);
-        for rep in 0..INGEST_REPS {
-            eprintln!("  {name} rep {}", rep + 1);
-            let t0 = Instant::now();
-            wrong += client.run_to_prompt(AGENT, &sid, cmd);
-            p.push(mb / t0.elapsed().as_secs_f64());
-            let (elapsed, b, r) = raw.run(cmd);
-            f.push(mb / elapsed.as_secs_f64());
-            (pty_bytes, reads) = (b, r);
-            t.push(mb / tmux.run(cmd).as_secs_f64());
-        }
-        let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
-        let (pb, fb, tb) = (best(&p), best(&f), best(&t));
-        rows.push(Row {
-            case: format!("ingest MB/s: {name}"),
-            ptyd: format!("{pb:.1}"),
-            baselines: format!("floor {fb:.1}; tmux {tb:.1}"),
-            ratio: format!("{:.2}x floor", pb / fb),
-            bar: ">= 0.9x floor".into(),
-            pass: Some(pb >= 0.9 * fb),
-            json: json!({
-                "command": cmd,
-                "ptyd_wrong_wait_reasons": wrong,
-                "stream_bytes": bytes,
-                "pty_bytes": pty_bytes,
-                "floor_bytes_per_read": pty_bytes as f64 / reads.max(1) as f64,
-                "ptyd_mb_s": p, "raw_floor_mb_s": f, "tmux_mb_s": t,
-                "best": {"ptyd": pb, "raw_floor": fb, "tmux": tb},
-            }),
-        });
+        let (row, _, _) = ingest_row(&mut client, &sid, &mut raw, &tmux, name, cmd);
+        rows.push(row);
     }
+}
+
+/// `cmd` run to its end `INGEST_REPS` times by ptyd (session `sid`), the raw floor and tmux in
+/// turn: the `ingest MB/s: {name}` row (the best of each), ptyd's best, and ptyd's answers
+/// other than prompt.
+fn ingest_row(
+    client: &mut Client,
+    sid: &str,
+    raw: &mut RawShell,
+    tmux: &Tmux,
+    name: &str,
+    cmd: &str,
+) -> (Row, f64, usize) {
+    let bytes = stream_bytes(cmd);
+    let mb = bytes as f64 / 1e6;
+    let (mut p, mut f, mut t) = (vec![], vec![], vec![]);
+    let (mut pty_bytes, mut reads, mut wrong) = (0, 0, 0);
+    for rep in 0..INGEST_REPS {
+        eprintln!("  {name} rep {}", rep + 1);
+        let t0 = Instant::now();
+        wrong += client.run_to_prompt(AGENT, sid, cmd);
+        p.push(mb / t0.elapsed().as_secs_f64());
+        let (elapsed, b, r) = raw.run(cmd);
+        f.push(mb / elapsed.as_secs_f64());
+        (pty_bytes, reads) = (b, r);
+        t.push(mb / tmux.run(cmd).as_secs_f64());
+    }
+    let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let (pb, fb, tb) = (best(&p), best(&f), best(&t));
+    let row = Row {
+        case: format!("ingest MB/s: {name}"),
+        ptyd: format!("{pb:.1}"),
+        baselines: format!("floor {fb:.1}; tmux {tb:.1}"),
+        ratio: format!("{:.2}x floor", pb / fb),
+        bar: ">= 0.9x floor".into(),
+        pass: Some(pb >= 0.9 * fb),
+        json: json!({
+            "command": cmd,
+            "ptyd_wrong_wait_reasons": wrong,
+            "stream_bytes": bytes,
+            "pty_bytes": pty_bytes,
+            "floor_bytes_per_read": pty_bytes as f64 / reads.max(1) as f64,
+            "ptyd_mb_s": p, "raw_floor_mb_s": f, "tmux_mb_s": t,
+            "best": {"ptyd": pb, "raw_floor": fb, "tmux": tb},
+        }),
+    };
+    (row, pb, wrong)
+}
+
+/// `HOSTILE_IDLE_SENDS` times `Send("true")` to session `sid` (ms each), adding the answers
+/// other than prompt to `wrong`.
+fn idle_sends(client: &mut Client, sid: &str, wrong: &mut usize) -> Vec<f64> {
+    (0..HOSTILE_IDLE_SENDS)
+        .map(|_| {
+            let t0 = Instant::now();
+            *wrong += client.run_to_prompt(AGENT, sid, "true");
+            ms(t0.elapsed())
+        })
+        .collect()
 }
 
 /// One session's hostile output and what it costs everyone else (issue 21): a 66 KB stream of
@@ -1445,12 +1473,7 @@ fn case_hostile(setup: &Setup, rows: &mut Vec<Row>) {
     }
     std::fs::write(&rep, &stream).expect("write the REP stream");
     let mut wrong = 0;
-    let mut idle = Vec::new();
-    for _ in 0..HOSTILE_IDLE_SENDS {
-        let t0 = Instant::now();
-        wrong += client.run_to_prompt(AGENT, &other, "true");
-        idle.push(ms(t0.elapsed()));
-    }
+    let idle = idle_sends(&mut client, &other, &mut wrong);
     let osc = "printf '\\033]2;'; head -c 100000000 /dev/zero | tr '\\0' a; printf '\\a'";
     let streams = [
         (
@@ -1539,42 +1562,17 @@ fn case_agent_streams(setup: &Setup, rows: &mut Vec<Row>) {
     let mut raw = RawShell::spawn(setup);
     let tmux = Tmux::start(setup);
     let mut wrong = 0;
-    let mut idle = Vec::new();
-    for _ in 0..HOSTILE_IDLE_SENDS {
-        let t0 = Instant::now();
-        wrong += client.run_to_prompt(AGENT, &other, "true");
-        idle.push(ms(t0.elapsed()));
-    }
+    let idle = idle_sends(&mut client, &other, &mut wrong);
     let idle50 = p50(&idle);
     let mut one_session_mb_s = std::collections::HashMap::new();
     for name in AGENT_STREAMS {
         let file = setup.dir.path().join(format!("{name}.stream"));
         std::fs::write(&file, agent_stream(name)).expect("write an agent stream");
         let cmd = format!("cat {}", file.display());
-        let mb = stream_bytes(&cmd) as f64 / 1e6;
-        let (mut p, mut f, mut t) = (vec![], vec![], vec![]);
-        for rep in 0..INGEST_REPS {
-            eprintln!("  {name} rep {}", rep + 1);
-            let t0 = Instant::now();
-            wrong += client.run_to_prompt(AGENT, &sid, &cmd);
-            p.push(mb / t0.elapsed().as_secs_f64());
-            f.push(mb / raw.run(&cmd).0.as_secs_f64());
-            t.push(mb / tmux.run(&cmd).as_secs_f64());
-        }
-        let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
-        let (pb, fb, tb) = (best(&p), best(&f), best(&t));
-        one_session_mb_s.insert(name, pb);
-        rows.push(Row {
-            case: format!("ingest MB/s: {name}"),
-            ptyd: format!("{pb:.1}"),
-            baselines: format!("floor {fb:.1}; tmux {tb:.1}"),
-            ratio: format!("{:.2}x floor", pb / fb),
-            bar: ">= 0.9x floor".into(),
-            pass: Some(pb >= 0.9 * fb),
-            json: json!({"stream": name, "bytes": mb * 1e6, "ptyd_mb_s": p,
-                         "raw_floor_mb_s": f, "tmux_mb_s": t,
-                         "best": {"ptyd": pb, "raw_floor": fb, "tmux": tb}}),
-        });
+        let (row, best, rep_wrong) = ingest_row(&mut client, &sid, &mut raw, &tmux, name, &cmd);
+        rows.push(row);
+        wrong += rep_wrong;
+        one_session_mb_s.insert(name, best);
         // Another session's sends while this one floods the stream (twice over).
         let socket = daemon.socket.clone();
         let (flooding, flood_cmd) = (sid.clone(), cmd.clone());
