@@ -1,13 +1,16 @@
-//! Shared helpers for the integration tests: an in-process daemon on a socket in a temp dir
-//! (bound before serving, so there is nothing to wait for), typed request helpers, status
-//! assertions, and `wait_until`, the only way a test waits for a condition.
+//! Shared helpers for the integration tests: typed request helpers, status assertions, what a
+//! test needs of the machine, and `wait_until`, the only way a test waits for a condition. The
+//! in-process daemon is in `daemon.rs`, the Node client bridge of the ACP and MCP tests in
+//! `bridge.rs`, and the survival scenario in `five_sessions.rs`.
 #![allow(dead_code)]
 
 pub mod bridge;
+mod daemon;
+pub use daemon::*;
 pub mod five_sessions;
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use ptyd::pb::terminals_client::TerminalsClient;
@@ -15,9 +18,6 @@ use ptyd::pb::{
     CloseRequest, CloseResponse, ForegroundResult, ListRequest, ListResponse, OpenRequest,
     OpenResponse, ReadRequest, ReadResponse, SendRequest, SendResponse, SessionInfo, send_response,
 };
-use tempfile::TempDir;
-use tokio::net::UnixListener;
-use tokio::sync::oneshot;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
@@ -27,22 +27,9 @@ pub type Client = TerminalsClient<Channel>;
 pub const TEST_DEADLINE: Duration = Duration::from_secs(120);
 /// `timeout_ms` of the helpers' sends: long enough for a loaded 2-core CI machine.
 pub const SEND_TIMEOUT_MS: u32 = 20_000;
-/// How long `Daemon::stop` may take to close every session and return.
-const STOP_DEADLINE: Duration = Duration::from_secs(30);
 /// `wait_until` polls with a back-off from the first to the last of these intervals.
 const POLL_FIRST: Duration = Duration::from_millis(5);
 const POLL_MAX: Duration = Duration::from_millis(100);
-
-/// A daemon serving on `<tmp>/ptyd.sock` in this test's process, on a thread of its own with a
-/// current-thread runtime, as `ptyd serve` runs (the test's runtime is not the daemon's).
-pub struct Daemon {
-    pub socket: PathBuf,
-    pub client: Client,
-    pub shutdown: Option<oneshot::Sender<()>>,
-    /// What `serve` returned, once it has.
-    pub served: oneshot::Receiver<Result<(), ptyd::Error>>,
-    pub _dir: TempDir,
-}
 
 /// Opens a shell whose HOME (and cwd) is `home`, so the machine's own rc files stay out of the
 /// test: pyenv, conda and the like are slow to start and contend for locks when dozens of
@@ -62,117 +49,6 @@ pub async fn open_in(c: &mut Client, agent: &str, home: &std::path::Path) -> Str
     .session
     .expect("OpenResponse.session is set")
     .session_id
-}
-
-/// A HOME without rc files, for daemons the tests spawn as processes: the machine user's rc
-/// files (plugin managers, shared lock files that a killed shell can leave behind) must not
-/// decide whether a test passes.
-pub fn clean_home() -> PathBuf {
-    let home = Path::new(env!("CARGO_TARGET_TMPDIR")).join("clean-home");
-    std::fs::create_dir_all(&home).expect("create a clean HOME");
-    home
-}
-
-/// Starts a daemon with the contract defaults.
-pub async fn start_daemon() -> Daemon {
-    start_daemon_with(ptyd::config::Config::default()).await
-}
-
-/// Starts a daemon with `config`. The listener is bound before `serve` is spawned, so the
-/// client can connect at once. Dropping the `Daemon` without `stop` still triggers shutdown
-/// (the oneshot sender is dropped), but only `stop` waits for it.
-pub async fn start_daemon_with(mut config: ptyd::config::Config) -> Daemon {
-    let dir = tempfile::Builder::new()
-        .prefix("ptyd-test-")
-        .tempdir()
-        .expect("create temp dir for the daemon socket");
-    // Sessions get an empty HOME unless the test chose one: the machine user's rc files (slow
-    // plugin managers, shared lock files) must not decide whether a test passes. Tests about rc
-    // files pass their own HOME in OpenRequest.env.
-    if !config.env_defaults.iter().any(|(name, _)| name == "HOME") {
-        let home = dir.path().join("home");
-        std::fs::create_dir(&home).expect("create the sessions' HOME");
-        config
-            .env_defaults
-            .push(("HOME".into(), home.display().to_string()));
-    }
-    // Each daemon keeps its sessions in a state directory of its own, and a session whose
-    // test ended without stopping its daemon is gone a few seconds later, not 15 minutes.
-    if config.state_dir.is_none() {
-        config.state_dir = Some(dir.path().join("state"));
-    }
-    if config.adoption_grace == ptyd::config::Config::default().adoption_grace {
-        config.adoption_grace = Duration::from_secs(5);
-    }
-    let socket = dir.path().join("ptyd.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind the daemon socket");
-    listener
-        .set_nonblocking(true)
-        .expect("a non-blocking listener");
-    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-    let (served_tx, served) = oneshot::channel();
-    std::thread::Builder::new()
-        .name("ptyd-daemon".into())
-        .spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("the daemon's runtime");
-            let result = runtime.block_on(async move {
-                let listener = UnixListener::from_std(listener).expect("register the listener");
-                ptyd::server::serve(listener, config, async move {
-                    // A send or a dropped sender both mean "shut down".
-                    let _ = shutdown_rx.await;
-                })
-                .await
-            });
-            let _ = served_tx.send(result);
-        })
-        .expect("start the daemon's thread");
-    let client = ptyd::client::connect(&socket)
-        .await
-        .expect("connect to the in-process daemon");
-    Daemon {
-        socket,
-        client,
-        shutdown: Some(shutdown_tx),
-        served,
-        _dir: dir,
-    }
-}
-
-impl Daemon {
-    /// A fresh handle on the daemon's channel (tonic clients are cheap clones).
-    pub fn client(&self) -> Client {
-        self.client.clone()
-    }
-
-    /// The daemon's temp dir: a scratch directory the test may use as a session's cwd.
-    pub fn dir(&self) -> &Path {
-        self._dir.path()
-    }
-
-    /// Triggers shutdown and waits until `serve` closed every session and returned `Ok`.
-    pub async fn stop(self) {
-        let Daemon {
-            socket: _,
-            client,
-            mut shutdown,
-            served,
-            _dir,
-        } = self;
-        drop(client);
-        if let Some(tx) = shutdown.take() {
-            let _ = tx.send(());
-        }
-        match tokio::time::timeout(STOP_DEADLINE, served).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => panic!("serve returned an error on shutdown: {e:?}"),
-            Ok(Err(_)) => panic!("the daemon's thread panicked"),
-            Err(_) => panic!("the daemon did not stop within {STOP_DEADLINE:?}"),
-        }
-        drop(_dir);
-    }
 }
 
 /// One test per shell: `shell_tests!(scenario: bash_test => "bash", zsh_test => "zsh")` makes
