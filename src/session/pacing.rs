@@ -11,10 +11,11 @@
 
 use std::time::Duration;
 
-/// Output handling an actor does before it yields to every other task (about 80 KB of plain
+/// Output handling an actor does before it yields to every other task (about 30 KB of plain
 /// text): short enough that another session's send, which needs a few turns of its own actor,
-/// waits at most a few of these.
-pub(super) const SLICE: Duration = Duration::from_micros(250);
+/// waits at most a few of these. 250 µs measured twice the wait of 100 µs for another
+/// session's send during a flood (`agent-streams` rows), for no throughput the noise showed.
+pub(super) const SLICE: Duration = Duration::from_micros(100);
 /// Output an actor takes in before it yields however cheap it was: reading it (a copy into
 /// the journal's fresh pages, say) costs time that `took` does not see.
 pub(super) const SLICE_BYTES: usize = 64 * 1024;
@@ -87,17 +88,20 @@ mod tests {
     #[test]
     fn reads_fit_a_slice_at_the_latest_cost_and_the_slice_is_time() {
         let us = Duration::from_micros;
+        // What a slice holds at `nanos` a byte (never under MIN_READ).
+        let fits = |nanos: f64| ((SLICE.as_nanos() as f64 / nanos) as usize).max(MIN_READ);
         // (bytes taken, time spent, read limit after, slice used after)
         let steps: &[(usize, Duration, usize, bool)] = &[
-            // Plain text: 4 KiB in 12 µs (3 ns a byte), a slice fits 85 333 bytes.
-            (4096, us(12), 85_333, false),
+            // Plain text: 4 KiB in 12 µs (3 ns a byte).
+            (4096, us(12), fits(12_000.0 / 4096.0), false),
             // REP: 4 KiB in 6 ms (1.5 µs a byte): the next read fits at once, slice used.
-            (4096, us(6_000), 256, true),
-            (256, us(384), 256, true),
-            // Cheap again: the limit grows over a few reads, not at one.
-            (256, Duration::from_nanos(768), 256, false),
-            (341, Duration::from_nanos(1023), 295, false),
-            (454, Duration::from_nanos(1362), 393, false),
+            (4096, us(6_000), MIN_READ, true),
+            (256, us(384), MIN_READ, true),
+            // Cheap again (3 ns a byte): the cost followed falls by a quarter of the way each
+            // read, so the limit grows over a few reads, not at one.
+            (256, Duration::from_nanos(768), fits(1125.75), false),
+            (341, Duration::from_nanos(1023), fits(845.0625), false),
+            (454, Duration::from_nanos(1362), fits(634.546875), false),
         ];
         let mut pacing = Pacing::default();
         assert_eq!(pacing.read_limit(), usize::MAX, "nothing measured yet");
@@ -106,11 +110,12 @@ mod tests {
             assert_eq!(pacing.read_limit(), limit, "step {i}");
             assert_eq!(pacing.slice_used(), used, "step {i}");
         }
-        // Slices add up: eleven reads of 24 µs use one, and so do 64 KiB however cheap.
+        // Slices add up: enough reads of 24 µs use one, and so do 64 KiB however cheap.
+        let reads = SLICE.as_micros().div_ceil(24) as usize;
         let mut pacing = Pacing::default();
-        for i in 0..11 {
+        for i in 0..reads {
             pacing.took(4096, us(24));
-            assert_eq!(pacing.slice_used(), i == 10, "read {i}");
+            assert_eq!(pacing.slice_used(), i == reads - 1, "read {i}");
         }
         for i in 0..16 {
             pacing.took(4096, Duration::from_nanos(100));
