@@ -155,6 +155,39 @@ impl MarkKey {
             _ => None,
         }
     }
+
+    /// Parses ptyd's own `OSC 133;E;ptyd=<key>;<line>`: the command line a shell (zsh, fish)
+    /// is about to run, percent-encoded (`%`, `;` and controls at least), printed just before
+    /// the command-start mark. Like the other marks, it counts only with this key.
+    pub fn parse_command_line(&self, params: &[&[u8]]) -> Option<String> {
+        match params {
+            [b"133", b"E", rest @ .., line] if self.signs(rest) => Some(percent_decode(line)),
+            _ => None,
+        }
+    }
+}
+
+/// Decodes `%XX` escapes (a `%` not followed by two hex digits stays as it is), then reads the
+/// bytes as UTF-8, replacing what is not.
+fn percent_decode(text: &[u8]) -> String {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        if text[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                text.get(i + 1).copied().and_then(hex),
+                text.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push(hi << 4 | lo);
+            i += 3;
+        } else {
+            out.push(text[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// bash: sourced through `--rcfile`. First takes the session's mark key (and the type's
@@ -220,7 +253,10 @@ __ptyd_precmd() {
   printf '\033]133;D;%s;ptyd=%s\007\033]7;file://%s%s\007' $ec "$__ptyd_key" "$HOST" "$PWD"
   case "$PS1" in *'133;A'*) ;; *) PS1=$'%{\e]133;A;ptyd='"$__ptyd_key"$'\a%}'"$PS1"$'%{\e]133;B;ptyd='"$__ptyd_key"$'\a%}';; esac
 }
-__ptyd_preexec() { printf '\033]133;C;ptyd=%s\007' "$__ptyd_key"; }
+__ptyd_preexec() {
+  local c=${1//\%/%25}; c=${c//;/%3B}; c=${c//$'\n'/%0A}; c=${c//$'\r'/%0D}; c=${c//$'\a'/%07}; c=${c//$'\e'/%1B}
+  printf '\033]133;E;ptyd=%s;%s\007\033]133;C;ptyd=%s\007' "$__ptyd_key" "$c" "$__ptyd_key"
+}
 add-zsh-hook precmd __ptyd_precmd
 add-zsh-hook preexec __ptyd_preexec
 precmd_functions=(__ptyd_precmd ${precmd_functions:#__ptyd_precmd})
@@ -235,7 +271,7 @@ unsetopt PROMPT_SP
 const FISH_INIT: &str = r#"# ptyd shell integration for fish (generated; safe to delete)
 set -g __ptyd_key "$PTYD_MARK_KEY"; set -e -g PTYD_MARK_KEY; set -e -g PTYD_HISTORY_EXPANSION
 function __ptyd_prompt --on-event fish_prompt; printf '\e]133;A;ptyd=%s\a\e]7;file://%s%s\a' "$__ptyd_key" (hostname) $PWD; end
-function __ptyd_preexec --on-event fish_preexec; printf '\e]133;C;ptyd=%s\a' "$__ptyd_key"; end
+function __ptyd_preexec --on-event fish_preexec; printf '\e]133;E;ptyd=%s;%s\a\e]133;C;ptyd=%s\a' "$__ptyd_key" (string escape --style=url -- $argv[1]) "$__ptyd_key"; end
 function __ptyd_postexec --on-event fish_postexec; printf '\e]133;D;%s;ptyd=%s\a' $status "$__ptyd_key"; end
 function __ptyd_posterror --on-event fish_posterror; printf '\e]133;ptyd-rejected;ptyd=%s\a' "$__ptyd_key"; end
 "#;
@@ -399,6 +435,38 @@ mod tests {
         ];
         for (params, want) in cases {
             assert_eq!(key.parse_osc(params), *want, "{params:?}");
+        }
+    }
+
+    #[test]
+    fn command_lines_are_decoded_and_count_only_with_the_key() {
+        let key = MarkKey::from_text("k3y");
+        let cases: &[(&[&[u8]], Option<&str>)] = &[
+            (&[b"133", b"E", b"ptyd=k3y", b"ls -la"], Some("ls -la")),
+            (
+                &[b"133", b"E", b"ptyd=k3y", b"echo a%3B b%0Aecho %25d"],
+                Some("echo a; b\necho %d"),
+            ),
+            // fish's URL style escapes everything but letters and digits.
+            (
+                &[b"133", b"E", b"ptyd=k3y", b"git%20log%20%E2%9C%93"],
+                Some("git log \u{2713}"),
+            ),
+            // A stray `%` stays; an empty line is a line.
+            (&[b"133", b"E", b"ptyd=k3y", b"50%"], Some("50%")),
+            (&[b"133", b"E", b"ptyd=k3y", b""], Some("")),
+            // Without the key, with another one, or without a line: not ours.
+            (&[b"133", b"E", b"ls"], None),
+            (&[b"133", b"E", b"ptyd=other", b"ls"], None),
+            (&[b"133", b"E", b"ptyd=k3y"], None),
+            (&[b"133", b"C", b"ptyd=k3y"], None),
+        ];
+        for (params, want) in cases {
+            assert_eq!(
+                key.parse_command_line(params).as_deref(),
+                *want,
+                "{params:?}"
+            );
         }
     }
 

@@ -51,6 +51,15 @@ pub struct MarkEvent {
     /// missing-newline sign follows the output and wraps onto the next row. `None` for other
     /// marks, on the alternate screen, and for marks restored from a journal head.
     pub line: Option<String>,
+    /// For a command-start mark: the command line, as the shell reported it (zsh, fish) or as
+    /// typed after the input-start mark (bash: the screen's text, continuation prompts
+    /// included). For a command-end or rejected-line mark that ended an input without a
+    /// command start (an empty or refused line): the first line typed after the input-start
+    /// mark. `None` otherwise, and for marks restored from a journal head.
+    pub command: Option<String>,
+    /// Where the sequence that carried the mark lies in the output stream: bytes the terminal
+    /// took before its first byte, and through its last (both 0 for restored marks).
+    pub bytes: (u64, u64),
 }
 
 /// One session's terminal: feed it output, read lines and the screen.
@@ -143,7 +152,21 @@ impl Terminal {
     /// Shell-integration marks seen since the last call, in stream order.
     pub fn take_marks(&mut self) -> Vec<MarkEvent> {
         // Runs hold no marks: every mark the stream had so far went through the emulator.
-        std::mem::take(&mut self.state.get_mut().parser.callbacks_mut().marks)
+        let recorder = self.state.get_mut().parser.callbacks_mut();
+        recorder.stamped = 0;
+        std::mem::take(&mut recorder.marks)
+    }
+
+    /// Bytes of output taken since the session started.
+    pub fn output_bytes(&self) -> u64 {
+        self.sequences.fed
+    }
+
+    /// A terminal restored from a checkpoint taken while the shell took input that began at
+    /// `at` (its input-start mark, kept with the checkpoint): the command line that follows is
+    /// read from there.
+    pub fn resume_input_at(&mut self, at: Position) {
+        self.state.get_mut().parser.callbacks_mut().input_start = Some(at);
     }
 
     /// The cursor's position in the line numbering (on the main screen: while a full-screen

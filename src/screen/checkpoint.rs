@@ -35,6 +35,9 @@ pub struct Checkpoint {
     /// Taken inside a control string past its bound: what follows is dropped up to its end
     /// (`Some(whether BEL ends it)`), so an endless string does not keep the journal growing.
     pub dropping_string: Option<bool>,
+    /// Bytes of output the terminal had taken (`Terminal::output_bytes`); a restored one counts
+    /// on from here.
+    pub output_bytes: u64,
 }
 
 impl Terminal {
@@ -68,6 +71,7 @@ impl Terminal {
             cols,
             rows,
             dropping_string,
+            output_bytes: self.sequences.fed,
         };
         let mut rebuilt = Terminal::new(cols, rows, max_lines, max_bytes);
         rebuilt.restore(&trial);
@@ -91,6 +95,7 @@ impl Terminal {
             cols,
             rows,
             dropping_string,
+            output_bytes: trial.output_bytes,
         })
     }
 
@@ -110,6 +115,7 @@ impl Terminal {
         if let Some(ends_at_bel) = checkpoint.dropping_string {
             self.sequences.drop_string(ends_at_bel);
         }
+        self.sequences.fed = checkpoint.output_bytes;
     }
 
     /// Whether `other` reads as this terminal does from its history's end on: the numbering,

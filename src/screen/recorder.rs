@@ -35,6 +35,13 @@ pub(super) struct Recorder {
     pub(super) replies_before_end: usize,
     /// A resting screen is being restored: rows it scrolls are not output.
     pub(super) waking: bool,
+    /// Where the newest input-start mark left the cursor, until a command starts or the input
+    /// ends: the command line is what follows it.
+    pub(super) input_start: Option<Position>,
+    /// The command line the shell reported (`OSC 133;E`) for the command about to start.
+    pub(super) command_line: Option<String>,
+    /// Marks at the front of `marks` whose place in the stream is known (`MarkEvent::bytes`).
+    pub(super) stamped: usize,
 }
 
 impl Recorder {
@@ -52,6 +59,9 @@ impl Recorder {
             replies: Vec::new(),
             replies_before_end: 0,
             waking: false,
+            input_start: None,
+            command_line: None,
+            stamped: 0,
         }
     }
 
@@ -111,6 +121,51 @@ fn row_wrapped(row: &RowContents<'_>, capture: &BasicFormattedCaptureState) -> b
     first.0 != Some('\n')
 }
 
+impl Recorder {
+    fn on_mark(&mut self, screen: &vt100::Screen, mark: Mark) {
+        if matches!(mark, Mark::CommandEnd(_)) {
+            self.replies_before_end = self.replies.len();
+        }
+        let at = cursor_position(screen, self);
+        let main_screen = !screen.alternate_screen();
+        let line =
+            (matches!(mark, Mark::CommandEnd(_)) && main_screen).then(|| cursor_line(screen, self));
+        let command = match mark {
+            Mark::InputStart => {
+                self.input_start = Some(at);
+                self.command_line = None;
+                None
+            }
+            Mark::CommandStart => {
+                let typed = self.input_start.take().filter(|_| main_screen);
+                let reported = self.command_line.take();
+                reported.or_else(|| typed.map(|from| typed_text(screen, self, from, at, false)))
+            }
+            Mark::CommandEnd(_) | Mark::LineRejected => {
+                self.command_line = None;
+                let typed = self.input_start.take().filter(|_| main_screen);
+                typed.map(|from| typed_text(screen, self, from, at, true))
+            }
+            Mark::PromptStart | Mark::Cwd(_) => None,
+        };
+        self.marks.push(MarkEvent {
+            mark,
+            at,
+            line,
+            command,
+            bytes: (0, 0),
+        });
+    }
+
+    /// Gives the marks reported since the last stamp their place in the stream.
+    pub(super) fn stamp_marks(&mut self, bytes: (u64, u64)) {
+        for event in &mut self.marks[self.stamped..] {
+            event.bytes = bytes;
+        }
+        self.stamped = self.marks.len();
+    }
+}
+
 impl vt100::Callbacks for Recorder {
     fn on_scroll(&mut self, row: RowContents<'_>, alternate_screen: bool) {
         if !alternate_screen && !self.waking {
@@ -128,14 +183,10 @@ impl vt100::Callbacks for Recorder {
                 .replies
                 .extend_from_slice(b"\x1b]11;rgb:0000/0000/0000\x1b\\"),
             _ => {
-                if let Some(mark) = self.mark_key.parse_osc(params) {
-                    if matches!(mark, Mark::CommandEnd(_)) {
-                        self.replies_before_end = self.replies.len();
-                    }
-                    let at = cursor_position(screen, self);
-                    let line = (matches!(mark, Mark::CommandEnd(_)) && !screen.alternate_screen())
-                        .then(|| cursor_line(screen, self));
-                    self.marks.push(MarkEvent { mark, at, line });
+                if let Some(line) = self.mark_key.parse_command_line(params) {
+                    self.command_line = Some(line);
+                } else if let Some(mark) = self.mark_key.parse_osc(params) {
+                    self.on_mark(screen, mark);
                 }
             }
         }
@@ -223,4 +274,78 @@ pub(super) fn cursor_position(screen: &vt100::Screen, rec: &Recorder) -> Positio
         line: line.max(1),
         col: rows_before * cols + u32::from(col),
     }
+}
+
+/// What was typed from `from` (an input-start mark) up to `to` (the cursor at the mark that
+/// ended the input): the logical lines before `to`'s, the first from `from`'s column on, joined
+/// by newlines, trailing blanks trimmed. `first_only`: just the first of them (a refused line's
+/// error messages follow it). Lines that scrolled into history are read from there.
+fn typed_text(
+    screen: &vt100::Screen,
+    rec: &Recorder,
+    from: Position,
+    to: Position,
+    first_only: bool,
+) -> String {
+    let last = if first_only {
+        from.line
+    } else {
+        to.line.saturating_sub(1).max(from.line)
+    };
+    let mut lines = Vec::new();
+    for n in from.line..=last {
+        let mut text = logical_line(screen, rec, n).unwrap_or_default();
+        if n == from.line {
+            text = skip_cells(&text, from.col as usize);
+        }
+        let len = text.trim_end().len();
+        text.truncate(len);
+        lines.push(text);
+    }
+    let mut text = lines.join("\n");
+    xterm::show_malformed(&mut text);
+    text
+}
+
+/// Logical line `n`, from history or the main screen (wrapped rows joined).
+fn logical_line(screen: &vt100::Screen, rec: &Recorder, n: u64) -> Option<String> {
+    let in_history = rec.history.total_lines();
+    if n <= in_history && !(n == in_history && rec.tail_wrapped()) {
+        return rec.history.line(n).map(str::to_owned);
+    }
+    let (height, cols) = screen.size();
+    let mut line = in_history;
+    let mut text: Option<String> = None;
+    if rec.tail_wrapped() && n == in_history {
+        text = rec.history.line(n).map(str::to_owned);
+    }
+    for row in 0..height.get() {
+        let continues = if row == 0 {
+            rec.tail_wrapped()
+        } else {
+            screen.row_wrapped(row - 1)
+        };
+        if !continues {
+            line += 1;
+        }
+        if line == n {
+            text.get_or_insert_with(String::new)
+                .push_str(&screen.contents_between(row, 0, row, cols.get()));
+        } else if line > n {
+            break;
+        }
+    }
+    text
+}
+
+/// `text` without its first `cells` columns (a wide character counts two).
+fn skip_cells(text: &str, cells: usize) -> String {
+    let mut seen = 0;
+    for (i, c) in text.char_indices() {
+        if seen >= cells {
+            return text[i..].to_owned();
+        }
+        seen += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+    }
+    String::new()
 }

@@ -37,6 +37,11 @@ pub(super) struct Sequences {
     unsure: bool,
     /// The modes and tab stops this layer implements around vt100.
     pub(super) modes: Modes,
+    /// Bytes of output taken since the session started (a restored terminal goes on from its
+    /// checkpoint's count): where in the stream each mark lies.
+    pub(super) fed: u64,
+    /// Where the current control string began in the stream.
+    string_began: u64,
 }
 
 /// What follows an ESC.
@@ -146,6 +151,18 @@ impl Sequences {
 
     /// Interprets one chunk of output, driving `state`.
     pub(super) fn feed(&mut self, bytes: &[u8], state: &mut State) {
+        // `input` starts this far into the stream (the carried bytes came before `bytes`).
+        let base = self.fed - self.carry.len() as u64;
+        self.fed += bytes.len() as u64;
+        self.feed_input(bytes, base, state);
+        // Marks in strings ended otherwise than by BEL: placed at the end of this chunk.
+        state
+            .parser
+            .callbacks_mut()
+            .stamp_marks((self.fed, self.fed));
+    }
+
+    fn feed_input(&mut self, bytes: &[u8], base: u64, state: &mut State) {
         let joined;
         let input: &[u8] = if self.carry.is_empty() {
             bytes
@@ -181,6 +198,14 @@ impl Sequences {
                     Some(p) => {
                         i += p;
                         self.in_string = false;
+                        if bel && input[i] == 0x07 {
+                            // An OSC that BEL ends (every mark of ptyd's integration): the
+                            // emulator reports it now, so its place in the stream is exact.
+                            state.process(&input[pending..=i]);
+                            pending = i + 1;
+                            let at = (self.string_began, base + pending as u64);
+                            state.parser.callbacks_mut().stamp_marks(at);
+                        }
                         // An ESC ends the string and begins the next sequence.
                         if input[i] != 0x1b {
                             i += 1;
@@ -214,6 +239,7 @@ impl Sequences {
                     }
                     Escape::String { len } => {
                         self.in_string = true;
+                        self.string_began = base + i as u64;
                         self.string_kept = 0;
                         self.string_ends_at_bel = input[i + 1] == b']';
                         i += len;

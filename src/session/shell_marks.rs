@@ -66,6 +66,8 @@ mod tests {
                     col: 2,
                 },
                 line: None,
+                command: None,
+                bytes: (0, 0),
             })
             .collect()
     }

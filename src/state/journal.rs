@@ -267,6 +267,7 @@ mod tests {
                 cols: 80,
                 rows: 24,
                 dropping_string: None,
+                output_bytes: 0,
             },
             marks: Vec::new(),
         };

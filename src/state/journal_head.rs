@@ -35,6 +35,10 @@ struct Line {
     /// ends it)`); absent from heads written before there was a bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dropping_string: Option<bool>,
+    /// Bytes of output the terminal had taken; absent (0) from heads written before commands
+    /// were counted.
+    #[serde(default)]
+    output_bytes: u64,
 }
 
 /// The head of a journal that restores `restored` first (`None`: a journal from the start).
@@ -52,6 +56,7 @@ pub(crate) fn encode(restored: Option<&Restored>) -> Vec<u8> {
             .map(|m| (osc_params(&m.mark), m.at.line, m.at.col))
             .collect(),
         dropping_string: r.terminal.dropping_string,
+        output_bytes: r.terminal.output_bytes,
     });
     // Serialising plain numbers and strings into a Vec cannot fail.
     serde_json::to_writer(&mut out, &line).expect("a journal head serialises");
@@ -105,6 +110,8 @@ pub(crate) fn decode(journal: &[u8]) -> io::Result<(Option<Restored>, usize)> {
                 mark,
                 at,
                 line: None,
+                command: None,
+                bytes: (0, 0),
             })
         })
         .collect::<io::Result<_>>()?;
@@ -115,6 +122,7 @@ pub(crate) fn decode(journal: &[u8]) -> io::Result<(Option<Restored>, usize)> {
         cols: line.cols,
         rows: line.rows,
         dropping_string: line.dropping_string,
+        output_bytes: line.output_bytes,
     };
     Ok((Some(Restored { terminal, marks }), at))
 }
@@ -147,6 +155,7 @@ mod tests {
                 cols: 100,
                 rows: 30,
                 dropping_string: Some(true),
+                output_bytes: 123_456,
             },
             marks: [
                 Mark::CommandStart,
@@ -163,6 +172,8 @@ mod tests {
                 mark,
                 at: at(44 + i as u64, i as u32),
                 line: None,
+                command: None,
+                bytes: (0, 0),
             })
             .collect(),
         };
@@ -184,6 +195,7 @@ mod tests {
                 cols: 80,
                 rows: 24,
                 dropping_string: None,
+                output_bytes: 0,
             },
             marks: Vec::new(),
         }));
