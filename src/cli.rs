@@ -173,6 +173,52 @@ pub enum Verb {
         /// Show the visible screen instead of history
         #[arg(long)]
         screen: bool,
+        /// One command's output: its id (from `ptyd history`) or `last`
+        #[arg(long, value_name = "ID")]
+        command: Option<String>,
+        /// Cap on the result in bytes [default: the daemon's]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
+        max_result_bytes: u32,
+    },
+    /// List the commands the session's shell ran, newest last.
+    ///
+    /// Example: ptyd history t1 --count 20
+    History {
+        /// Session id
+        session: String,
+        /// Records back from the newest
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        /// Records in the page (1..=10000) [default: 100]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
+        count: u32,
+        /// Cap on the result in bytes [default: the daemon's]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
+        max_result_bytes: u32,
+    },
+    /// Search the session's history and screen for a regular expression, like grep -n.
+    ///
+    /// Example: ptyd grep t1 'error\[E[0-9]+\]' --context 2
+    Grep {
+        /// Session id
+        session: String,
+        /// A regular expression (Rust regex syntax)
+        pattern: String,
+        /// Ignore case
+        #[arg(short = 'i', long)]
+        ignore_case: bool,
+        /// Only this command's output: its id or `last`
+        #[arg(long, value_name = "ID")]
+        command: Option<String>,
+        /// Only lines from this number on
+        #[arg(long)]
+        from_line: Option<u64>,
+        /// Matches kept, the newest (1..=10000) [default: 100]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
+        max_matches: u32,
+        /// Lines shown around each match (0..=100)
+        #[arg(short = 'C', long, default_value_t = 0)]
+        context: u32,
         /// Cap on the result in bytes [default: the daemon's]
         #[arg(long, default_value_t = 0, hide_default_value = true)]
         max_result_bytes: u32,
@@ -381,6 +427,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
             count,
             from_line,
             screen,
+            command,
             max_result_bytes,
         } => {
             let r = c
@@ -392,10 +439,57 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                     from_line,
                     screen,
                     max_result_bytes,
+                    command_id: command.unwrap_or_default(),
                 })
                 .await?
                 .into_inner();
             (r.rendered.clone(), as_json(&r)?, 0)
+        }
+        Verb::History {
+            session,
+            offset,
+            count,
+            max_result_bytes,
+        } => {
+            let r = c
+                .commands(pb::CommandsRequest {
+                    agent_id,
+                    session_id: session,
+                    offset,
+                    count,
+                    max_result_bytes,
+                })
+                .await?
+                .into_inner();
+            (r.rendered.clone(), as_json(&r)?, 0)
+        }
+        Verb::Grep {
+            session,
+            pattern,
+            ignore_case,
+            command,
+            from_line,
+            max_matches,
+            context,
+            max_result_bytes,
+        } => {
+            let r = c
+                .search(pb::SearchRequest {
+                    agent_id,
+                    session_id: session,
+                    pattern,
+                    ignore_case,
+                    command_id: command.unwrap_or_default(),
+                    from_line,
+                    max_matches,
+                    context,
+                    max_result_bytes,
+                })
+                .await?
+                .into_inner();
+            // As grep: 1 when nothing matched.
+            let status = i32::from(r.total_matches == 0);
+            (r.rendered.clone(), as_json(&r)?, status)
         }
         Verb::Signal { session, signal } => {
             let r = c

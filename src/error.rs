@@ -58,6 +58,14 @@ impl Error {
         ))
     }
 
+    /// A `command_id` that names no record of the session.
+    pub fn command_not_found(id: &str) -> Error {
+        Error::NotFound(format!(
+            "command_id {} does not name a command of this session (Commands lists them)",
+            crate::validate::quoted(id)
+        ))
+    }
+
     /// Shorthand for an invalid-argument error.
     pub fn invalid(msg: impl Into<String>) -> Error {
         Error::InvalidArgument(msg.into())

@@ -169,7 +169,7 @@ impl MarkKey {
 
 /// Decodes `%XX` escapes (a `%` not followed by two hex digits stays as it is), then reads the
 /// bytes as UTF-8, replacing what is not.
-fn percent_decode(text: &[u8]) -> String {
+pub(crate) fn percent_decode(text: &[u8]) -> String {
     let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let mut out = Vec::with_capacity(text.len());
     let mut i = 0;
@@ -273,7 +273,7 @@ set -g __ptyd_key "$PTYD_MARK_KEY"; set -e -g PTYD_MARK_KEY; set -e -g PTYD_HIST
 function __ptyd_prompt --on-event fish_prompt; printf '\e]133;A;ptyd=%s\a\e]7;file://%s%s\a' "$__ptyd_key" (hostname) $PWD; end
 function __ptyd_preexec --on-event fish_preexec; printf '\e]133;E;ptyd=%s;%s\a\e]133;C;ptyd=%s\a' "$__ptyd_key" (string escape --style=url -- $argv[1]) "$__ptyd_key"; end
 function __ptyd_postexec --on-event fish_postexec; printf '\e]133;D;%s;ptyd=%s\a' $status "$__ptyd_key"; end
-function __ptyd_posterror --on-event fish_posterror; printf '\e]133;ptyd-rejected;ptyd=%s\a' "$__ptyd_key"; end
+function __ptyd_posterror --on-event fish_posterror; printf '\e]133;E;ptyd=%s;%s\a\e]133;ptyd-rejected;ptyd=%s\a' "$__ptyd_key" (string escape --style=url -- $argv[1]) "$__ptyd_key"; end
 "#;
 
 /// Where the integration files live, written once per daemon.

@@ -106,6 +106,56 @@ impl From<session::ReadOutcome> for ReadResponse {
             line_end: page.line_end,
             truncated: page.truncated,
             rendered: page.rendered,
+            command: page.command.map(CommandRecord::from),
+        }
+    }
+}
+
+impl From<session::CommandInfo> for CommandRecord {
+    fn from(c: session::CommandInfo) -> CommandRecord {
+        CommandRecord {
+            command_id: c.id,
+            command: c.command,
+            cwd: c.cwd,
+            started_unix_ms: c.started_unix_ms,
+            ended_unix_ms: c.ended_unix_ms,
+            exit_code: c.exit_code,
+            refused: c.refused,
+            first_line: c.first_line,
+            last_line: c.last_line,
+            output_bytes: c.output_bytes,
+            output_retained: c.output_retained,
+            typed_by: c.typed_by.to_owned(),
+        }
+    }
+}
+
+impl From<session::CommandsOutcome> for CommandsResponse {
+    fn from(page: session::CommandsOutcome) -> CommandsResponse {
+        CommandsResponse {
+            commands: page.commands.into_iter().map(CommandRecord::from).collect(),
+            total: page.total,
+            truncated: page.truncated,
+            rendered: page.rendered,
+        }
+    }
+}
+
+impl From<session::SearchOutcome> for SearchResponse {
+    fn from(found: session::SearchOutcome) -> SearchResponse {
+        SearchResponse {
+            matches: found
+                .matches
+                .into_iter()
+                .map(|m| SearchMatch {
+                    line: m.line,
+                    text: m.text,
+                    command_id: m.command_id.unwrap_or_default(),
+                })
+                .collect(),
+            total_matches: found.total_matches,
+            truncated: found.truncated,
+            rendered: found.rendered,
         }
     }
 }

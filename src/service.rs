@@ -8,7 +8,10 @@ use crate::marks::IntegrationFiles;
 use crate::pb;
 use crate::registry::Registry;
 use crate::render;
-use crate::session::{OpenParams, ReadQuery, SendInput, SessionHandle, SessionSpec, Status};
+use crate::session::{
+    CommandsQuery, DEFAULT_COMMANDS, OpenParams, ReadQuery, SearchQuery, SendInput, SessionHandle,
+    SessionSpec, Status,
+};
 use crate::validate;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -291,6 +294,12 @@ impl Terminals {
         let handle = self.session(&req.agent_id, &req.session_id)?;
         let count = validate::ranged("count", req.count, 500, 1, 10_000)?;
         let max_result_bytes = validate::max_result_bytes(req.max_result_bytes)?;
+        let command_id = validate::command_id(&req.command_id)?;
+        if command_id.is_some() && (req.screen || req.from_line.is_some()) {
+            return Err(Error::invalid(
+                "command_id pages its command's output: not with screen or from_line",
+            ));
+        }
         let page = handle
             .read(ReadQuery {
                 offset: req.offset,
@@ -298,9 +307,42 @@ impl Terminals {
                 from_line: req.from_line,
                 screen: req.screen,
                 max_result_bytes,
+                command_id,
             })
             .await?;
         Ok(page.into())
+    }
+
+    async fn commands(&self, req: pb::CommandsRequest) -> Result<pb::CommandsResponse> {
+        let handle = self.session(&req.agent_id, &req.session_id)?;
+        let count = validate::ranged("count", req.count, DEFAULT_COMMANDS as u32, 1, 10_000)?;
+        let max_result_bytes = validate::max_result_bytes(req.max_result_bytes)?;
+        let page = handle
+            .commands(CommandsQuery {
+                offset: req.offset,
+                count: u64::from(count),
+                max_result_bytes,
+            })
+            .await?;
+        Ok(page.into())
+    }
+
+    async fn search(&self, req: pb::SearchRequest) -> Result<pb::SearchResponse> {
+        let handle = self.session(&req.agent_id, &req.session_id)?;
+        let pattern = validate::pattern(&req.pattern, req.ignore_case)?;
+        let max_matches = validate::ranged("max_matches", req.max_matches, 100, 1, 10_000)?;
+        let context = validate::ranged_from_zero("context", req.context, 100)?;
+        let found = handle
+            .search(SearchQuery {
+                pattern,
+                command_id: validate::command_id(&req.command_id)?,
+                from_line: req.from_line,
+                max_matches: max_matches as usize,
+                context: u64::from(context),
+                max_result_bytes: validate::max_result_bytes(req.max_result_bytes)?,
+            })
+            .await?;
+        Ok(found.into())
     }
 
     async fn signal(&self, req: pb::SignalRequest) -> Result<pb::SignalResponse> {
@@ -534,5 +576,20 @@ impl pb::terminals_server::Terminals for Terminals {
 
     async fn types(&self, _request: Request<pb::TypesRequest>) -> RpcResult<pb::TypesResponse> {
         finish("Types", "", "", Ok(self.types()))
+    }
+
+    async fn commands(
+        &self,
+        request: Request<pb::CommandsRequest>,
+    ) -> RpcResult<pb::CommandsResponse> {
+        let req = request.into_inner();
+        let (agent, id) = (req.agent_id.clone(), req.session_id.clone());
+        finish("Commands", &agent, &id, self.commands(req).await)
+    }
+
+    async fn search(&self, request: Request<pb::SearchRequest>) -> RpcResult<pb::SearchResponse> {
+        let req = request.into_inner();
+        let (agent, id) = (req.agent_id.clone(), req.session_id.clone());
+        finish("Search", &agent, &id, self.search(req).await)
     }
 }

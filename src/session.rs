@@ -7,11 +7,14 @@
 mod actor;
 mod aim;
 mod capture;
+mod command_view;
 mod jobs;
 mod kill;
 mod pacing;
 mod probe;
 mod publish;
+pub(crate) mod records;
+mod search;
 mod send;
 mod shell;
 mod shell_marks;
@@ -31,6 +34,8 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 /// Commands queued per session before callers wait.
 const COMMAND_QUEUE: usize = 32;
 
+pub use command_view::{CommandInfo, CommandsOutcome, CommandsQuery, DEFAULT_COMMANDS};
+pub use search::{SearchOutcome, SearchQuery};
 pub(crate) use spec::OpenParams;
 pub use spec::SessionSpec;
 
@@ -109,7 +114,7 @@ pub struct SendOutcome {
 }
 
 /// What `Read` asks for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ReadQuery {
     /// Newest-relative offset.
     pub offset: u64,
@@ -121,6 +126,9 @@ pub struct ReadQuery {
     pub screen: bool,
     /// Cap on the rendered result.
     pub max_result_bytes: usize,
+    /// One command's output (`c12` or `last`) instead of the whole history; `offset` and
+    /// `count` page inside it.
+    pub command_id: Option<String>,
 }
 
 /// A page of history or the screen.
@@ -140,6 +148,8 @@ pub struct ReadOutcome {
     pub truncated: bool,
     /// The model-facing text.
     pub rendered: String,
+    /// The command whose output this is, for a read of one.
+    pub command: Option<CommandInfo>,
 }
 
 /// What `Open` gets back once the session is ready.
@@ -207,7 +217,9 @@ pub type WatchStart = (Vec<String>, Option<broadcast::Receiver<Arc<[u8]>>>);
 pub(crate) enum Command {
     Ready(oneshot::Sender<Ready>),
     Send(SendInput, Sink),
-    Read(ReadQuery, oneshot::Sender<ReadOutcome>),
+    Read(ReadQuery, oneshot::Sender<Result<ReadOutcome>>),
+    Commands(CommandsQuery, oneshot::Sender<CommandsOutcome>),
+    Search(Box<SearchQuery>, oneshot::Sender<Result<SearchOutcome>>),
     Watch(u32, oneshot::Sender<WatchStart>),
     JobOutput(String, usize, oneshot::Sender<Option<JobReport>>),
     JobKill(String, oneshot::Sender<Option<JobStatus>>),
@@ -513,7 +525,19 @@ impl SessionHandle {
     /// A page of history or the screen.
     pub async fn read(&self, query: ReadQuery) -> Result<ReadOutcome> {
         let (tx, rx) = oneshot::channel();
-        self.call(Command::Read(query, tx), rx).await
+        self.call(Command::Read(query, tx), rx).await?
+    }
+
+    /// A page of the session's command records.
+    pub async fn commands(&self, query: CommandsQuery) -> Result<CommandsOutcome> {
+        let (tx, rx) = oneshot::channel();
+        self.call(Command::Commands(query, tx), rx).await
+    }
+
+    /// Lines of the session's history and screen that match a pattern.
+    pub async fn search(&self, query: SearchQuery) -> Result<SearchOutcome> {
+        let (tx, rx) = oneshot::channel();
+        self.call(Command::Search(Box::new(query), tx), rx).await?
     }
 
     /// The last `replay` lines and a live feed of raw output (None once the program exited).

@@ -10,6 +10,7 @@
 //! renamed), never on the output path; nothing is fsynced, as what they guard against is the
 //! daemon's death, not the machine's, and the page cache outlives the process.
 
+pub(crate) mod commands;
 pub(crate) mod journal;
 pub(crate) mod journal_head;
 pub(crate) mod record;
@@ -264,6 +265,16 @@ impl SessionStore {
     /// Removes the session's state (it was closed).
     pub(crate) fn remove(&self) {
         self.files.remove();
+    }
+
+    /// The session's command records: their log, and what it holds (an adopted session's).
+    pub(crate) fn command_log(
+        &self,
+    ) -> (
+        commands::CommandLog,
+        Vec<crate::session::records::CommandRecord>,
+    ) {
+        commands::CommandLog::open(self.files.dir.join("commands"))
     }
 
     fn save(&self) {

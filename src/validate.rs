@@ -98,6 +98,59 @@ pub(crate) fn ranged_from_zero(field: &str, value: u32, max: u32) -> Result<u32>
     Ok(value)
 }
 
+/// A command id (`c12`, canonical: no leading zeros) or `last`; empty is none.
+pub(crate) fn command_id(id: &str) -> Result<Option<String>> {
+    if id.is_empty() {
+        return Ok(None);
+    }
+    let canonical = id == "last"
+        || id.strip_prefix('c').is_some_and(|n| {
+            !n.is_empty() && !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit())
+        });
+    if !canonical {
+        return Err(Error::invalid(format!(
+            "command_id {} is not a command id: c1, c2, ... (Commands lists them) or last",
+            quoted(id)
+        )));
+    }
+    Ok(Some(id.to_owned()))
+}
+
+/// The longest search pattern taken, in bytes.
+pub(crate) const MAX_PATTERN: usize = 4096;
+
+/// A search pattern compiled (`ignore_case`: folding case). A pattern the regex crate refuses
+/// is refused with its reason, on one line.
+pub(crate) fn pattern(pattern: &str, ignore_case: bool) -> Result<regex::Regex> {
+    if pattern.is_empty() {
+        return Err(Error::invalid("pattern is required"));
+    }
+    if pattern.len() > MAX_PATTERN {
+        return Err(Error::invalid(format!(
+            "pattern is {} bytes; at most {MAX_PATTERN}",
+            pattern.len()
+        )));
+    }
+    regex::RegexBuilder::new(pattern)
+        .case_insensitive(ignore_case)
+        .build()
+        .map_err(|e| {
+            let reason = match e {
+                regex::Error::Syntax(text) => {
+                    let last = text.lines().rev().find(|l| l.starts_with("error:"));
+                    last.unwrap_or(&text)
+                        .trim_start_matches("error: ")
+                        .to_owned()
+                }
+                other => other.to_string(),
+            };
+            Error::invalid(format!(
+                "pattern {} is not a regular expression: {reason}",
+                quoted(pattern)
+            ))
+        })
+}
+
 /// The most bytes of a request field that a message or a log line quotes (docs/security.md):
 /// a 3 MiB session id must not come back whole, nor fill the log.
 pub(crate) const MAX_QUOTED: usize = 200;

@@ -5,8 +5,8 @@ use super::state::{Notifier, Session, Shim};
 use super::text::{error_line, unknown_command_message};
 use super::wire;
 use crate::pb::{
-    CloseRequest, JobKillRequest, JobOutputRequest, ListRequest, ReadRequest, SendRequest,
-    SignalRequest,
+    CloseRequest, CommandsRequest, JobKillRequest, JobOutputRequest, ListRequest, ReadRequest,
+    SearchRequest, SendRequest, SignalRequest,
 };
 use agent_client_protocol::v1::schema::ToolKind;
 use std::future::Future;
@@ -24,6 +24,15 @@ pub(crate) enum Slash {
     },
     /// `/screen`
     Screen,
+    /// `/history [count]`: the commands the shell ran.
+    History(u32),
+    /// `/grep [-i] PATTERN`: the lines that match, with the commands they came from.
+    Grep {
+        /// The regular expression (the rest of the line).
+        pattern: String,
+        /// `-i`: ignore case.
+        ignore_case: bool,
+    },
     /// `/signal [NAME]` (default INT)
     Signal(String),
     /// `/bg <command>`
@@ -93,6 +102,8 @@ fn parse_command(name: &str, rest: &str, words: &[&str]) -> Option<Result<Slash,
     Some(match name {
         "read" => parse_read(words),
         "screen" => no_words(Slash::Screen, "usage: /screen"),
+        "history" => parse_history(words),
+        "grep" => parse_grep(rest),
         "signal" => optional_word("usage: /signal [INT|TERM|KILL|TSTP|HUP]")
             .map(|w| Slash::Signal(w.unwrap_or_else(|| "INT".to_owned()))),
         "bg" if rest.is_empty() => Err("usage: /bg <command>"),
@@ -116,6 +127,30 @@ fn parse_read(words: &[&str]) -> Result<Slash, &'static str> {
     let count = number(words.get(1))?.unwrap_or(0);
     let count = u32::try_from(count).map_err(|_| USAGE)?;
     Ok(Slash::Read { offset, count })
+}
+
+fn parse_history(words: &[&str]) -> Result<Slash, &'static str> {
+    const USAGE: &str = "usage: /history [count] (a whole number: the newest commands shown)";
+    match words {
+        [] => Ok(Slash::History(0)),
+        [count] => count.parse().map(Slash::History).map_err(|_| USAGE),
+        _ => Err(USAGE),
+    }
+}
+
+fn parse_grep(rest: &str) -> Result<Slash, &'static str> {
+    const USAGE: &str = "usage: /grep [-i] PATTERN (a regular expression: the rest of the line)";
+    let (ignore_case, pattern) = match rest.strip_prefix("-i") {
+        Some(after) if after.starts_with(char::is_whitespace) => (true, after.trim_start()),
+        _ => (false, rest),
+    };
+    if pattern.is_empty() {
+        return Err(USAGE);
+    }
+    Ok(Slash::Grep {
+        pattern: pattern.to_owned(),
+        ignore_case,
+    })
 }
 
 /// Runs a slash command as one generic tool call (or an agent message when there is nothing to
@@ -177,6 +212,8 @@ async fn on_terminal(shim: &Shim, session: &Session, slash: Slash, input: &str, 
     let (kind, what) = match &slash {
         Slash::Read { .. } => (ToolKind::Read, "Read terminal"),
         Slash::Screen => (ToolKind::Read, "Screen of terminal"),
+        Slash::History(_) => (ToolKind::Read, "Commands of terminal"),
+        Slash::Grep { .. } => (ToolKind::Search, "Search terminal"),
         Slash::Signal(_) => (ToolKind::Execute, "Signal terminal"),
         _ => (ToolKind::Execute, "Send to terminal"),
     };
@@ -216,6 +253,30 @@ async fn on_terminal(shim: &Shim, session: &Session, slash: Slash, input: &str, 
                 ..Default::default()
             };
             let work = async move { Ok(client.read(request).await?.into_inner().rendered) };
+            call(shim, out, kind, &title, input, work).await;
+        }
+        Slash::History(count) => {
+            let request = CommandsRequest {
+                agent_id,
+                session_id,
+                count,
+                ..Default::default()
+            };
+            let work = async move { Ok(client.commands(request).await?.into_inner().rendered) };
+            call(shim, out, kind, &title, input, work).await;
+        }
+        Slash::Grep {
+            pattern,
+            ignore_case,
+        } => {
+            let request = SearchRequest {
+                agent_id,
+                session_id,
+                pattern,
+                ignore_case,
+                ..Default::default()
+            };
+            let work = async move { Ok(client.search(request).await?.into_inner().rendered) };
             call(shim, out, kind, &title, input, work).await;
         }
         Slash::Signal(signal) => {
@@ -344,6 +405,22 @@ mod tests {
                 },
             ),
             ("/screen", Slash::Screen),
+            ("/history", Slash::History(0)),
+            ("/history 20", Slash::History(20)),
+            (
+                "/grep error\\[E0308\\] here",
+                Slash::Grep {
+                    pattern: "error\\[E0308\\] here".into(),
+                    ignore_case: false,
+                },
+            ),
+            (
+                "/grep -i  warning: ",
+                Slash::Grep {
+                    pattern: "warning:".into(),
+                    ignore_case: true,
+                },
+            ),
             ("/signal", Slash::Signal("INT".into())),
             ("/signal TERM", Slash::Signal("TERM".into())),
             (

@@ -146,7 +146,8 @@ pub(crate) fn cap_note(cap_bytes: usize, omitted_bytes: u64) -> String {
 /// The agent message for an unknown slash command.
 pub(crate) fn unknown_command_message(name: &str) -> String {
     format!(
-        "Unknown command /{name}. Commands: /read [offset] [count], /screen, \
+        "Unknown command /{name}. Commands: /read [offset] [count], /screen, /history [count], \
+         /grep [-i] PATTERN, \
          /signal [INT|TERM|KILL|TSTP|HUP], /bg <command>, /job [id], /kill [id], /list, /close. \
          Anything else is typed into the terminal."
     )

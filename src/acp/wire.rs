@@ -185,6 +185,16 @@ pub(crate) fn available_commands() -> AvailableCommandsUpdate {
         ),
         command("screen", "Show the terminal's visible screen", None),
         command(
+            "history",
+            "List the commands the terminal's shell ran, with exit codes and output lines",
+            Some("[count]"),
+        ),
+        command(
+            "grep",
+            "Search everything the terminal printed for a regular expression",
+            Some("[-i] PATTERN"),
+        ),
+        command(
             "signal",
             "Send a signal to the foreground program (default INT)",
             Some("[INT|TERM|KILL|TSTP|HUP]"),

@@ -228,13 +228,56 @@ pub(crate) struct ReadArgs {
     pub(crate) from_line: Option<u64>,
     /// Return the visible screen instead of history.
     pub(crate) screen: Option<bool>,
+    /// One command's output: its id (c3) or "last"; "list" lists the commands run (newest
+    /// last, with exit codes and line ranges).
+    pub(crate) command: Option<String>,
+    /// A regular expression: the matching lines (grep -n style, newest count kept) of the
+    /// history, or of `command`'s output.
+    pub(crate) pattern: Option<String>,
+    /// With pattern: ignore case.
+    pub(crate) ignore_case: Option<bool>,
+    /// With pattern: lines shown around each match.
+    #[schemars(range(min = 0, max = 100))]
+    pub(crate) context: Option<u32>,
 }
+
+/// The `command` that lists the session's commands.
+pub(crate) const LIST_COMMANDS: &str = "list";
 
 impl Checked for ReadArgs {
     fn check(&self) -> Result<(), BadParams> {
         required_id("session_id", &self.session_id)?;
         range("count", self.count, 1, 10_000)?;
-        range("from_line", self.from_line, 1, u64::MAX)
+        range("from_line", self.from_line, 1, u64::MAX)?;
+        range("context", self.context, 0, 100)?;
+        let listing = self.command.as_deref() == Some(LIST_COMMANDS);
+        if let Some(command) = self.command.as_deref().filter(|_| !listing) {
+            validate::command_id(command).map_err(|e| BadParams::checked("command", e))?;
+        }
+        if let Some(pattern) = &self.pattern {
+            let ignore_case = self.ignore_case.unwrap_or(false);
+            validate::pattern(pattern, ignore_case)
+                .map_err(|e| BadParams::checked("pattern", e))?;
+        }
+        let searching = self.pattern.is_some();
+        let shaped = [
+            (
+                "screen",
+                self.screen == Some(true) && (self.command.is_some() || searching),
+            ),
+            ("command", listing && searching),
+            ("ignore_case", self.ignore_case.is_some() && !searching),
+            ("context", self.context.is_some() && !searching),
+        ];
+        match shaped.iter().find(|(_, wrong)| *wrong) {
+            Some(("screen", _)) => Err(BadParams::field("screen", "not with command or pattern")),
+            Some(("command", _)) => Err(BadParams::field(
+                "command",
+                "\"list\" lists commands; to search one, name it (c3, last)",
+            )),
+            Some((field, _)) => Err(BadParams::field(field, "only with pattern")),
+            None => Ok(()),
+        }
     }
 }
 

@@ -166,6 +166,57 @@ pub(crate) struct ReadResult {
     pub(crate) line_begin: u64,
     pub(crate) line_end: u64,
     pub(crate) truncated: bool,
+    /// The command read (`command`), or the commands listed (`command: "list"`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) commands: Vec<CommandResult>,
+    /// With `pattern`: the matches kept, and how many there were in all.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) matches: Vec<MatchResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) total_matches: Option<u64>,
+}
+
+/// One command's record: the shape agent UIs show a shell command in.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct CommandResult {
+    pub(crate) command_id: String,
+    pub(crate) command: String,
+    pub(crate) cwd: String,
+    /// Unset while it runs and for a refused line.
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) running: bool,
+    pub(crate) refused: bool,
+    pub(crate) first_line: Option<u64>,
+    pub(crate) last_line: Option<u64>,
+    pub(crate) output_bytes: u64,
+    /// False once history dropped the start of its output.
+    pub(crate) output_retained: bool,
+}
+
+impl From<&pb::CommandRecord> for CommandResult {
+    fn from(c: &pb::CommandRecord) -> CommandResult {
+        CommandResult {
+            command_id: c.command_id.clone(),
+            command: c.command.clone(),
+            cwd: c.cwd.clone(),
+            exit_code: c.exit_code,
+            running: c.ended_unix_ms.is_none(),
+            refused: c.refused,
+            first_line: c.first_line,
+            last_line: c.last_line,
+            output_bytes: c.output_bytes,
+            output_retained: c.output_retained,
+        }
+    }
+}
+
+/// A line `pattern` matched.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct MatchResult {
+    pub(crate) line: u64,
+    pub(crate) text: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub(crate) command_id: String,
 }
 
 impl From<&pb::ReadResponse> for ReadResult {
@@ -177,6 +228,49 @@ impl From<&pb::ReadResponse> for ReadResult {
             line_begin: r.line_begin,
             line_end: r.line_end,
             truncated: r.truncated,
+            commands: r.command.iter().map(CommandResult::from).collect(),
+            matches: Vec::new(),
+            total_matches: None,
+        }
+    }
+}
+
+impl From<&pb::CommandsResponse> for ReadResult {
+    fn from(r: &pb::CommandsResponse) -> ReadResult {
+        ReadResult {
+            text: String::new(),
+            total_lines: 0,
+            first_line: 0,
+            line_begin: 0,
+            line_end: 0,
+            truncated: r.truncated,
+            commands: r.commands.iter().map(CommandResult::from).collect(),
+            matches: Vec::new(),
+            total_matches: None,
+        }
+    }
+}
+
+impl From<&pb::SearchResponse> for ReadResult {
+    fn from(r: &pb::SearchResponse) -> ReadResult {
+        ReadResult {
+            text: String::new(),
+            total_lines: 0,
+            first_line: 0,
+            line_begin: 0,
+            line_end: 0,
+            truncated: r.truncated,
+            commands: Vec::new(),
+            matches: r
+                .matches
+                .iter()
+                .map(|m| MatchResult {
+                    line: m.line,
+                    text: m.text.clone(),
+                    command_id: m.command_id.clone(),
+                })
+                .collect(),
+            total_matches: Some(r.total_matches),
         }
     }
 }

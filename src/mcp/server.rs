@@ -372,6 +372,37 @@ impl Terminals {
     }
 
     async fn read(&self, args: params::ReadArgs, agent_id: String) -> Outcome {
+        let mut daemon = self.daemon().await?;
+        let command = args.command.unwrap_or_default();
+        let max_result_bytes = self.shared.max_result_bytes;
+        if let Some(pattern) = args.pattern {
+            let request = pb::SearchRequest {
+                agent_id,
+                session_id: args.session_id,
+                pattern,
+                ignore_case: args.ignore_case.unwrap_or(false),
+                command_id: command,
+                from_line: args.from_line,
+                max_matches: args.count.unwrap_or(0),
+                context: args.context.unwrap_or(0),
+                max_result_bytes,
+            };
+            let response = daemon.search(request).await?.into_inner();
+            let result = results::ReadResult::from(&response);
+            return Ok(self.success(response.rendered, &result));
+        }
+        if command == params::LIST_COMMANDS {
+            let request = pb::CommandsRequest {
+                agent_id,
+                session_id: args.session_id,
+                offset: args.offset.unwrap_or(0),
+                count: args.count.unwrap_or(0),
+                max_result_bytes,
+            };
+            let response = daemon.commands(request).await?.into_inner();
+            let result = results::ReadResult::from(&response);
+            return Ok(self.success(response.rendered, &result));
+        }
         let request = pb::ReadRequest {
             agent_id,
             session_id: args.session_id,
@@ -379,9 +410,10 @@ impl Terminals {
             count: args.count.unwrap_or(0),
             from_line: args.from_line,
             screen: args.screen.unwrap_or(false),
-            max_result_bytes: self.shared.max_result_bytes,
+            max_result_bytes,
+            command_id: command,
         };
-        let response = self.daemon().await?.read(request).await?.into_inner();
+        let response = daemon.read(request).await?.into_inner();
         Ok(self.success(
             response.rendered.clone(),
             &results::ReadResult::from(&response),

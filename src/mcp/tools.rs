@@ -79,8 +79,9 @@ pub(crate) fn list(types: &[String], background: bool, structured: bool) -> Vec<
         ),
         tool(
             READ,
-            "Page a session's output history (offset counts lines back from the newest), or its \
-             visible screen.",
+            "Page a session's output history (offset counts lines back from the newest), its \
+             visible screen, one command's output (command: c3 or last; \"list\" lists the \
+             commands run), or the lines matching a regex (pattern).",
             input_arc::<params::ReadArgs>(),
             output(output_schema::<results::ReadResult>()),
             ToolAnnotations::new().read_only(true).idempotent(true),

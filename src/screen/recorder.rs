@@ -142,9 +142,9 @@ impl Recorder {
                 reported.or_else(|| typed.map(|from| typed_text(screen, self, from, at, false)))
             }
             Mark::CommandEnd(_) | Mark::LineRejected => {
-                self.command_line = None;
                 let typed = self.input_start.take().filter(|_| main_screen);
-                typed.map(|from| typed_text(screen, self, from, at, true))
+                let reported = self.command_line.take();
+                reported.or_else(|| typed.map(|from| typed_text(screen, self, from, at, true)))
             }
             Mark::PromptStart | Mark::Cwd(_) => None,
         };

@@ -3,6 +3,7 @@
 //! the caller hanging up and the nearest deadline (send timeout, idle, stdin probe, startup).
 
 mod adopt;
+mod commands;
 mod compact;
 mod lifecycle;
 mod output;
@@ -108,6 +109,8 @@ pub(super) struct Actor {
     shell_marks: ShellMarks,
     /// Journal output at which compaction is tried next (see `compact.rs`).
     compact_at: u64,
+    /// The commands the shell ran, as records (see `records.rs`).
+    commands: commands::CommandHistory,
 }
 
 impl Actor {
@@ -122,6 +125,7 @@ impl Actor {
             Terminal::new(spec.cols, spec.rows, spec.history_lines, spec.history_bytes);
         terminal.set_mark_key(spec.mark_key.clone());
         let compact_at = compact::journal_bound(spec.history_bytes);
+        let commands = commands::CommandHistory::new(kept.store.as_ref(), spec.integration);
         Actor {
             terminal,
             startup: Startup::new(
@@ -153,6 +157,7 @@ impl Actor {
             replies_await_output: false,
             jobs: Jobs::default(),
             capture: Capture::new(kept.journal),
+            commands,
             store: kept.store,
             replay: kept.replay,
             signals: WaitingSignals::default(),
@@ -228,7 +233,13 @@ impl Actor {
                 }
             }
             Command::Read(query, reply) => {
-                let _ = reply.send(view::read(&self.terminal, query));
+                let _ = reply.send(self.read(query));
+            }
+            Command::Commands(query, reply) => {
+                let _ = reply.send(self.list_commands(query));
+            }
+            Command::Search(query, reply) => {
+                let _ = reply.send(self.search(&query));
             }
             Command::Send(input, sink) => self.on_send(input, sink),
             Command::Watch(replay, reply) => {

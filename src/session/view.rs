@@ -65,6 +65,7 @@ pub(super) fn read(terminal: &Terminal, q: ReadQuery) -> ReadOutcome {
         line_end: end,
         truncated: capped.truncated,
         rendered: capped.rendered,
+        command: None,
     }
 }
 
@@ -137,6 +138,32 @@ pub(super) fn region_lines(
         lines.pop();
     }
     lines
+}
+
+/// The first and last line of the region `region_lines` would give, without rendering it:
+/// `None` when it holds nothing.
+pub(super) fn region_extent(
+    terminal: &Terminal,
+    start: u64,
+    end: Position,
+    end_line: Option<&str>,
+) -> Option<(u64, u64)> {
+    if end.col == 0 && end.line <= start {
+        return None;
+    }
+    let mut last = if end.col == 0 { end.line - 1 } else { end.line };
+    // Trailing blank lines are not the region's.
+    while last >= start.max(1) {
+        let text = match end_line {
+            Some(text) if end.col > 0 && last == end.line => text.to_owned(),
+            _ => terminal.lines(last, last).pop().unwrap_or_default(),
+        };
+        if !text.is_empty() {
+            return Some((start, last));
+        }
+        last -= 1;
+    }
+    None
 }
 
 /// A send's viewport: its output region, or the visible screen while a full-screen program
@@ -226,6 +253,7 @@ mod tests {
             from_line,
             screen: false,
             max_result_bytes: 65536,
+            command_id: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! running job restored.
 
 use super::Actor;
+use crate::marks::Mark;
 use crate::screen::Position;
 use crate::session::shell::MarkEffect;
 use crate::session::{JobStatus, Sink};
@@ -19,10 +20,25 @@ impl Actor {
         if let Some(restored) = &replay.restored {
             self.terminal.restore(&restored.terminal);
             marks.extend(restored.marks.iter().cloned());
+            // At a prompt: the command line that comes next is read from its input start.
+            let input = restored
+                .marks
+                .iter()
+                .rev()
+                .find(|e| !matches!(e.mark, Mark::Cwd(_)));
+            if let Some(e) = input.filter(|e| e.mark == Mark::InputStart) {
+                self.terminal.resume_input_at(e.at);
+            }
         }
         self.terminal.feed(&replay.output);
         drop(self.terminal.take_replies());
-        marks.extend(self.terminal.take_marks());
+        let replayed = self.terminal.take_marks();
+        // The records know the output a previous daemon saw; marks it had no time to record
+        // are taken now.
+        for event in &replayed {
+            self.record_mark(event);
+        }
+        marks.extend(replayed);
         let now = Instant::now();
         let mut last_start = None;
         for event in &mut marks {

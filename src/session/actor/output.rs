@@ -50,6 +50,7 @@ impl Actor {
         self.terminal.feed(bytes);
         // Marks first: a command-end mark drops the answers its command left unwritten.
         for mut event in self.terminal.take_marks() {
+            self.record_mark(&event);
             // The line the end mark found goes to the viewport; the prompt drawn after the mark,
             // in this very read, may have changed it on the screen already.
             if let Some(line) = event.line.take() {
