@@ -344,8 +344,10 @@ async fn another_agent_sees_no_commands_and_bad_reads_name_their_field() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_whose_output_left_history_is_not_retained() {
     timed(async {
-        let mut config = ptyd::config::Config::default();
-        config.history_bytes = 64 << 10;
+        let config = ptyd::config::Config {
+            history_bytes: 64 << 10,
+            ..Default::default()
+        };
         let mut d = start_daemon_with(config).await;
         let c = &mut d.client;
         let sid = open_type(c, A, "bash", Path::new("/tmp")).await;
