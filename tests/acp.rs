@@ -634,7 +634,7 @@ async fn initialize_and_session_new_answer_as_specified() {
         assert_eq!(
             names,
             [
-                "read", "screen", "signal", "bg", "job", "kill", "list", "close"
+                "read", "screen", "history", "grep", "signal", "bg", "job", "kill", "list", "close"
             ]
         );
         // The response came before the update that names its session.
