@@ -269,6 +269,10 @@ fn nonzero(n: u16) -> NonZeroU16 {
 }
 
 #[cfg(test)]
+mod fast_path_tests;
+#[cfg(test)]
+mod marks_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod xterm_tests;

@@ -2,7 +2,7 @@
 //! shows it, and of the modes the fast path must see in stream order.
 
 use super::Terminal;
-use super::tests::XorShift;
+use super::fast_path_tests::XorShift;
 
 fn term() -> Terminal {
     Terminal::new(80, 24, 10_000, 1 << 20)
