@@ -4,10 +4,13 @@
 //! deviates from xterm (it drops malformed UTF-8; it is wrong about CHT, IL outside a region,
 //! DECSTBM in origin mode and wide-character halves) the case states xterm's screen instead.
 
+mod support;
+
 use ptyd::screen::Terminal;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use support::poll_until;
 
 const COLS: u16 = 80;
 const ROWS: u16 = 24;
@@ -158,33 +161,24 @@ fn ptyd_screen(bytes: &[u8]) -> Vec<String> {
 
 /// Waits until `ready` holds for tmux's screen (with a deadline), then returns it.
 fn wait_for_screen(tmux: &Tmux, name: &str, ready: impl Fn(&[String]) -> bool) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let screen = tmux.screen(name);
-        if ready(&screen) {
-            return screen;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: tmux never showed it: {screen:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut last = Vec::new();
+    let shown = poll_until(Duration::from_secs(20), || {
+        last = tmux.screen(name);
+        ready(&last).then(|| last.clone())
+    });
+    shown.unwrap_or_else(|| panic!("{name}: tmux never showed it: {last:#?}"))
 }
 
 /// ptyd's screen from the recorded output once it matches `want` (the recording is written by
 /// a separate process, so it may trail the pane a little), or the last one at the deadline
 /// (short: callers wait for the output they compare to be recorded first).
 fn recorded_screen(raw: &Path, want: &[String]) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let bytes = std::fs::read(raw).unwrap_or_default();
-        let screen = ptyd_screen(&bytes);
-        if screen == want || Instant::now() > deadline {
-            return screen;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut last = Vec::new();
+    let matched = poll_until(Duration::from_secs(2), || {
+        last = ptyd_screen(&std::fs::read(raw).unwrap_or_default());
+        (last == want).then(|| last.clone())
+    });
+    matched.unwrap_or(last)
 }
 
 /// A byte stream, with xterm's screen where tmux's is wrong.
@@ -458,16 +452,12 @@ fn vttest_screens(tmux: &Tmux, session: &str, choice: &str) -> usize {
     let mut screens = 0;
     let mut mismatches = Vec::new();
     loop {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while occurrences(&raw, PROMPT.as_bytes()) <= screens
-            && occurrences(&raw, MENU.as_bytes()) < 2
-        {
-            assert!(
-                Instant::now() < deadline,
-                "{session}: screen {screens} never came"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let came = poll_until(Duration::from_secs(20), || {
+            let next = occurrences(&raw, PROMPT.as_bytes()) > screens
+                || occurrences(&raw, MENU.as_bytes()) >= 2;
+            next.then_some(())
+        });
+        assert!(came.is_some(), "{session}: screen {screens} never came");
         if occurrences(&raw, PROMPT.as_bytes()) <= screens {
             wait_for_screen(tmux, session, at(MENU));
             assert!(mismatches.is_empty(), "screens {mismatches:?} differ");

@@ -590,13 +590,13 @@ async fn stop_post_ends_a_stopped_units_sessions_and_keeps_a_crashed_ones() {
     timed(async {
         const TEST: &str = "stop_post_ends_a_stopped_units_sessions_and_keeps_a_crashed_ones";
         let Ok((base, _)) = ptyd::process::cgroup::current_dir() else {
-            without_cgroups(TEST, "this process is in no cgroup v2");
+            cannot_run_here(TEST, "this process is in no cgroup v2");
             return;
         };
         let n = format!("{}-{}", std::process::id(), nonce_ops());
         let unit = base.join(format!("ptydtest-{n}.service"));
         if let Err(e) = std::fs::create_dir(&unit) {
-            without_cgroups(
+            cannot_run_here(
                 TEST,
                 &format!("cannot create a cgroup under {}: {e}", base.display()),
             );

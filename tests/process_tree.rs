@@ -43,7 +43,7 @@ fn cgroup_mode_available(test: &str) -> bool {
     match ptyd::process::cgroup::hierarchy() {
         Ok(_) => true,
         Err(why) => {
-            without_cgroups(
+            cannot_run_here(
                 test,
                 &format!("no writable cgroup v2 subtree on this machine: {why}"),
             );

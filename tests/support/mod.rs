@@ -6,6 +6,8 @@
 
 pub mod bridge;
 mod daemon;
+// Not every test file starts a daemon (emulation.rs only polls).
+#[allow(unused_imports)]
 pub use daemon::*;
 pub mod five_sessions;
 
@@ -90,6 +92,23 @@ where
             panic!("timed out after {within:?} waiting until {what}");
         }
         tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(POLL_MAX);
+    }
+}
+
+/// The blocking form of `wait_until`, for tests that drive a program synchronously (tmux):
+/// polls `ready` with the same back-off until it gives a value, or `None` once `within` passed.
+pub fn poll_until<T>(within: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + within;
+    let mut pause = POLL_FIRST;
+    loop {
+        if let Some(value) = ready() {
+            return Some(value);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(pause);
         pause = (pause * 2).min(POLL_MAX);
     }
 }
@@ -468,20 +487,6 @@ pub fn cannot_run_here(test: &str, why: &str) {
         "{test} must run under CI, but {why}"
     );
     eprintln!("SKIPPED {test}: {why}");
-}
-
-/// The variable `.ci/run` sets, with its reason, when the machine CI runs on has no writable
-/// cgroup v2 subtree (a container without delegation): cgroup tests skip there, saying so in the
-/// CI log, and fail under CI everywhere else.
-pub const NO_CGROUPS_VAR: &str = "PTYD_TESTS_WITHOUT_CGROUPS";
-
-/// Says that `test` cannot use cgroups here (`why`): a skip where CI found none to give
-/// (`NO_CGROUPS_VAR`) or outside CI, a failure under CI otherwise.
-pub fn without_cgroups(test: &str, why: &str) {
-    match std::env::var(NO_CGROUPS_VAR) {
-        Ok(found) => eprintln!("SKIPPED {test}: {why} (CI found no cgroups to use: {found})"),
-        Err(_) => cannot_run_here(test, why),
-    }
 }
 
 /// Whether `program` is on `PATH`.
