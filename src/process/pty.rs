@@ -327,6 +327,16 @@ impl Pty {
         }
     }
 
+    /// Bytes of output there to be read now. A zero-timeout poll first: it hands over what the
+    /// kernel still moves from the terminal's side to the master (a deferred work item), so
+    /// output the program wrote before any later change of its terminal's mode is counted.
+    pub(crate) fn output_waiting(&self) -> usize {
+        let master = self.io.get_ref();
+        let mut fds = [PollFd::new(master.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::ZERO);
+        rustix::io::ioctl_fionread(master).map_or(0, |n| n as usize)
+    }
+
     /// True when input written to the terminal waits unread by the program (in line mode only
     /// complete lines count), so a program that looks blocked on the terminal is about to wake.
     /// A zero-timeout poll rather than FIONREAD: the kernel hands input from the master to the

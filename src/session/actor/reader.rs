@@ -7,6 +7,9 @@ use crate::error::Error;
 use crate::session::SendInput;
 use crate::session::shell::{printable, typeahead_refusal};
 
+/// The most output one read of `take_waiting_output` takes.
+const READ_AT_ONCE: usize = 64 * 1024;
+
 impl Actor {
     /// Runs the stdin probe; a positive answer counts only once all output the program wrote
     /// before blocking has been read (a shell that printed its prompt mark and then blocked
@@ -86,14 +89,19 @@ impl Actor {
         self.shell.command_running() && !self.non_canonical() && self.terminal_reader().is_none()
     }
 
-    /// Takes in output that is already there, while `more` holds and the time slice lasts (a
-    /// flood must not hold the actor, see `pacing.rs`).
+    /// Takes in the output that is already there, while `more` holds: what a decision made now
+    /// (an answer goes out, input is typed ahead) must see. Bounded by what the terminal held
+    /// when called, not by the time slice: cut short, it left a command-end mark unread, and
+    /// the answers to that command's queries went to the shell's prompt as input. A flood
+    /// cannot hold the actor here longer than the kernel's buffer lasts.
     pub(super) fn take_waiting_output(&mut self, more: impl Fn(&Self) -> bool) {
-        while !self.pacing.slice_spent()
+        let mut left = self.pty.output_waiting();
+        while left > 0
             && more(self)
-            && let Ok(Some(n)) = self.capture.try_read(&self.pty, self.pacing.read_limit())
+            && let Ok(Some(n)) = self.capture.try_read(&self.pty, left.min(READ_AT_ONCE))
             && n > 0
         {
+            left = left.saturating_sub(n);
             self.take_output(n);
         }
     }
