@@ -190,7 +190,7 @@ impl CommandBook {
             }
             Mark::CommandStart => {
                 let command = event.command.clone()?;
-                if !self.prompted || self.holds_start(at) {
+                if !self.prompted || self.seen(event) {
                     return None;
                 }
                 let mut changed = 1;
@@ -218,6 +218,7 @@ impl CommandBook {
                 });
                 Some(changed)
             }
+            Mark::CommandEnd(_) | Mark::LineRejected if self.seen(event) => None,
             Mark::CommandEnd(code) => {
                 if let Some(open) = self.records.back_mut().filter(|r| r.running()) {
                     let start = open.start_position();
@@ -252,7 +253,7 @@ impl CommandBook {
         ctx: &MarkContext<'_>,
     ) -> Option<usize> {
         let at = (event.at.line, event.at.col);
-        if !self.prompted || self.holds_start(at) {
+        if !self.prompted {
             return None;
         }
         self.push(CommandRecord {
@@ -275,9 +276,13 @@ impl CommandBook {
         Some(1)
     }
 
-    /// Whether a record starts at `at` already (marks replayed on adoption).
-    fn holds_start(&self, at: (u64, u32)) -> bool {
-        self.records.iter().rev().take(64).any(|r| r.start == at)
+    /// Whether the book took this mark already: a daemon adopting a session replays output a
+    /// previous one recorded, and a mark that ends at or before the newest record's own is old.
+    /// Stream places, not line numbers: those only grow (`clear` moves the cursor back up).
+    fn seen(&self, event: &MarkEvent) -> bool {
+        self.records
+            .back()
+            .is_some_and(|r| event.bytes.1 <= r.start_byte)
     }
 
     fn push(&mut self, mut record: CommandRecord) {
@@ -501,6 +506,29 @@ mod tests {
     }
 
     #[test]
+    fn a_running_command_restored_is_not_ended_by_the_older_marks_replayed() {
+        let mut first = CommandBook::default();
+        feed(&mut first, &[ev(A, 1, None, 0), start(9, "sleep 1", 500)]);
+        let mut b = CommandBook::restored(first.records.iter().cloned().collect());
+        // The journal replayed from its start: the shell's first prompt ends no command.
+        feed(
+            &mut b,
+            &[
+                ev(Mark::CommandEnd(Some(0)), 1, None, 0),
+                ev(A, 1, None, 20),
+                start(9, "sleep 1", 500),
+            ],
+        );
+        assert!(b.records[0].running(), "{:?}", b.records);
+        feed(&mut b, &[end(10, 0, 600)]);
+        assert_eq!(b.records.len(), 1);
+        assert_eq!(
+            (b.records[0].exit_code, b.records[0].output_bytes),
+            (Some(0), 90)
+        );
+    }
+
+    #[test]
     fn a_record_keeps_the_cwd_its_shell_reported_at_the_prompt_before_it() {
         let mut b = CommandBook::default();
         feed(
@@ -523,8 +551,8 @@ mod tests {
         let mut b = CommandBook::default();
         let mut marks = vec![ev(A, 1, None, 0)];
         for n in 0..(MAX_RECORDS as u64 + 5) {
-            marks.push(start(2 * n + 2, "x", 0));
-            marks.push(end(2 * n + 3, 0, 0));
+            marks.push(start(2 * n + 2, "x", 100 * n));
+            marks.push(end(2 * n + 3, 0, 100 * n + 50));
         }
         feed(&mut b, &marks);
         assert_eq!(b.records.len(), MAX_RECORDS);
@@ -534,7 +562,7 @@ mod tests {
         assert!(b.find("c5").is_none() && b.find("6").is_none() && b.find("cx").is_none());
         let restored = CommandBook::restored(b.records.iter().cloned().collect());
         let mut restored = restored;
-        feed(&mut restored, &[start(99_999, "y", 0)]);
+        feed(&mut restored, &[start(99_999, "y", 100 * 99_999)]);
         assert_eq!(restored.find("last").unwrap().id(), "c10006");
     }
 
@@ -545,11 +573,11 @@ mod tests {
             &mut b,
             &[
                 ev(A, 1, None, 0),
-                start(2, "a", 0),
-                end(5, 0, 0),
-                start(6, "b", 0),
-                end(6, 0, 0),
-                start(7, "c", 0),
+                start(2, "a", 10),
+                end(5, 0, 20),
+                start(6, "b", 30),
+                end(6, 0, 40),
+                start(7, "c", 50),
             ],
         );
         let holder = |line| b.holding_line(line).map(CommandRecord::id);
