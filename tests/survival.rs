@@ -10,7 +10,7 @@ use ptyd::pb::{CloseOutcome, OpenRequest};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use support::five_sessions::{A, FiveSessions, start};
+use support::five_sessions::{A, B, FiveSessions, start};
 use support::*;
 
 const PROCESS_DEADLINE: Duration = Duration::from_secs(20);
@@ -641,3 +641,149 @@ async fn a_session_adopted_on_a_full_disk_keeps_its_history() {
     })
     .await;
 }
+
+/// Each record's id, line, exit code and output region: what a new daemon must
+/// give back as the old one did.
+fn record_facts(records: &[ptyd::pb::CommandRecord]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {:?} exit={:?} refused={} lines={:?}-{:?} bytes={} retained={}",
+                r.command_id,
+                r.command,
+                r.exit_code,
+                r.refused,
+                r.first_line,
+                r.last_line,
+                r.output_bytes,
+                r.output_retained
+            )
+        })
+        .collect()
+}
+
+async fn records_of(c: &mut Client, agent: &str, sid: &str) -> Vec<ptyd::pb::CommandRecord> {
+    c.commands(ptyd::pb::CommandsRequest {
+        agent_id: agent.into(),
+        session_id: sid.into(),
+        ..Default::default()
+    })
+    .await
+    .expect("Commands")
+    .into_inner()
+    .commands
+}
+
+async fn search_for(c: &mut Client, agent: &str, sid: &str, pattern: &str) -> Vec<String> {
+    c.search(ptyd::pb::SearchRequest {
+        agent_id: agent.into(),
+        session_id: sid.into(),
+        pattern: pattern.into(),
+        ..Default::default()
+    })
+    .await
+    .expect("Search")
+    .into_inner()
+    .matches
+    .iter()
+    .map(|m| format!("{} {} {}", m.line, m.text, m.command_id))
+    .collect()
+}
+
+/// Command records and search survive a `kill -9` of the daemon: the adopted session lists the
+/// same records (not doubled by the journal's replay), a command that was running meanwhile
+/// gets its end, numbering goes on, and another agent still gets NOT_FOUND.
+async fn records_survive_a_kill_9(shell: &str) {
+    if !needs(shell) {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("ptyd-records-")
+        .tempdir()
+        .unwrap();
+    let (first, socket) = serve(dir.path(), "").await;
+    let mut c = ptyd::client::connect(&socket).await.unwrap();
+    let sid = open_type(&mut c, A, shell, dir.path()).await;
+    assert_eq!(run_ok(&mut c, A, &sid, "echo alpha-1").await, "alpha-1");
+    let failed = send(&mut c, A, &sid, "ls /no-such-dir-here").await;
+    assert_ne!(failed.exit_code, Some(0), "{shell}: {failed:?}");
+    run_ok(&mut c, A, &sid, "echo needle-x; echo after-needle").await;
+    let before = records_of(&mut c, A, &sid).await;
+    let found_before = search_for(&mut c, A, &sid, "needle").await;
+    // The echoed command line and its two output lines; only the output belongs to c3.
+    assert_eq!(found_before.len(), 3, "{shell}: {found_before:?}");
+    assert!(
+        found_before[1..].iter().all(|m| m.ends_with(" c3")),
+        "{shell}: {found_before:?}"
+    );
+    // A command still running when the daemon dies ends under the next one.
+    start(&mut c, A, &sid, "sleep 1; echo late-line").await;
+    kill9(first).await;
+
+    let (second, _) = serve(dir.path(), "").await;
+    let mut c = ptyd::client::connect(&socket).await.unwrap();
+    settle(&mut c, A, &sid).await;
+    let after = records_of(&mut c, A, &sid).await;
+    assert_eq!(
+        record_facts(&after[..3]),
+        record_facts(&before),
+        "{shell}: the records before the kill"
+    );
+    let late = after.get(3).expect("the command that ran across the kill");
+    assert_eq!(
+        (late.command_id.as_str(), late.exit_code),
+        ("c4", Some(0)),
+        "{shell}: {late:?}"
+    );
+    assert_eq!(after.len(), 4, "{shell}: {:?}", record_facts(&after));
+    let late_output = read_with(
+        &mut c,
+        ptyd::pb::ReadRequest {
+            agent_id: A.into(),
+            session_id: sid.clone(),
+            command_id: "c4".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        late_output.text, "late-line",
+        "{shell}: {late:?} {late_output:?}"
+    );
+    assert_eq!(search_for(&mut c, A, &sid, "needle").await, found_before);
+    assert_eq!(run_ok(&mut c, A, &sid, "echo beta-5").await, "beta-5");
+    let newest = records_of(&mut c, A, &sid).await;
+    assert_eq!(newest.last().map(|r| r.command_id.as_str()), Some("c5"));
+
+    let theirs = c
+        .commands(ptyd::pb::CommandsRequest {
+            agent_id: B.into(),
+            session_id: sid.clone(),
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(
+        theirs.map(|_| ()).unwrap_err().code(),
+        tonic::Code::NotFound
+    );
+    let theirs = c
+        .search(ptyd::pb::SearchRequest {
+            agent_id: B.into(),
+            session_id: sid.clone(),
+            pattern: "needle".into(),
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(
+        theirs.map(|_| ()).unwrap_err().code(),
+        tonic::Code::NotFound
+    );
+    terminate(second).await;
+}
+
+shell_tests!(records_survive_a_kill_9:
+    bash_records_survive_a_kill_9 => "bash",
+    zsh_records_survive_a_kill_9 => "zsh",
+    fish_records_survive_a_kill_9 => "fish",
+);
