@@ -242,6 +242,12 @@ impl Terminal {
         self.synced().lines(from, to)
     }
 
+    /// Calls `visit` with each of lines `from..=to` and its number, without a copy of each
+    /// history line: what a scan of the whole history uses.
+    pub(crate) fn visit_lines(&self, from: u64, to: u64, visit: impl FnMut(u64, &str)) {
+        self.synced().visit_lines(from, to, visit);
+    }
+
     /// Resizes the screen.
     pub fn resize(&mut self, cols: u16, rows: u16) {
         let state = self.state.get_mut();

@@ -192,41 +192,54 @@ impl State {
 
     /// Lines `from..=to` (clamped to what is retained), oldest first.
     pub(super) fn lines(&self, from: u64, to: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        self.visit_lines(from, to, |_, text| out.push(text.to_owned()));
+        out
+    }
+
+    /// Calls `visit` with each of lines `from..=to` (clamped to what is retained), oldest
+    /// first, with its number: history lines as they are stored, without a copy each (a
+    /// search reads the whole history this way).
+    pub(super) fn visit_lines(&self, from: u64, to: u64, mut visit: impl FnMut(u64, &str)) {
         let history = &self.parser.callbacks().history;
         let base = history.total_lines();
         let from = from.max(history.first_line()).max(1);
-        let mut out = Vec::new();
         if from > to {
-            return out;
+            return;
         }
         let tail_wrapped = self.parser.callbacks().tail_wrapped();
         let last = to.min(base);
-        if from <= last {
-            out.reserve((last - from + 1) as usize);
-        }
         for (n, text) in (from..=last).zip(history.lines(from, last)) {
             if n == base && tail_wrapped {
                 // The newest history line continues on the first screen row.
                 let rest = self.first_screen_line();
-                out.push(format!("{text}{rest}").trim_end_matches(' ').to_owned());
+                visit(n, format!("{text}{rest}").trim_end_matches(' '));
             } else {
-                out.push(text.trim_end_matches(' ').to_owned());
+                visit(n, text.trim_end_matches(' '));
             }
         }
         // Screen lines only when the range reaches them.
         let skip = usize::from(tail_wrapped);
         let first_screen_line = base + 1;
         if to < first_screen_line {
-            return out;
+            return;
         }
         // Screen line i (counting a continued history line as 0) is line base + i + 1 - skip.
         let index = |n: u64| (n.max(first_screen_line) - base - 1) as usize + skip;
         let (first, last) = (index(from), index(to));
+        let number = |i: usize| base + 1 + (i - skip) as u64;
         match &self.main_snapshot {
-            Some(snapshot) => out.extend(snapshot.lines.iter().take(last + 1).skip(first).cloned()),
-            None => out.extend(self.screen_lines_range(first, last)),
+            Some(snapshot) => {
+                for (i, text) in snapshot.lines.iter().enumerate().take(last + 1).skip(first) {
+                    visit(number(i), text);
+                }
+            }
+            None => {
+                for (i, text) in (first..).zip(self.screen_lines_range(first, last)) {
+                    visit(number(i), &text);
+                }
+            }
         }
-        out
     }
 
     /// The main screen's logical lines `first..=last` (as [`Self::screen_lines`] numbers them),

@@ -350,3 +350,38 @@ fn answers_to_queries_of_an_ended_command_are_left_out() {
     t.feed(b"\x1b]133;D;0\x07\x1b[5n");
     assert_eq!(t.take_replies_after_end(), b"\x1b[0n");
 }
+
+#[test]
+fn visited_lines_carry_the_numbers_lines_reads_them_at() {
+    let many: String = (1..=20).map(|i| format!("h{i}\r\n")).collect();
+    let streams: &[(&str, String)] = &[
+        ("history and screen", format!("{many}on screen")),
+        (
+            "the newest history line continues on the screen",
+            format!("{many}{}", "w".repeat(100)),
+        ),
+        (
+            "a full-screen program over the main screen",
+            format!("{many}tail\r\n\x1b[?1049hfull screen"),
+        ),
+    ];
+    for (name, stream) in streams {
+        let mut t = term();
+        t.feed(stream.as_bytes());
+        let total = t.total_lines();
+        for (from, to) in [(1, total), (3, 5), (total - 2, total), (total, total + 3)] {
+            let mut numbers = Vec::new();
+            let mut texts = Vec::new();
+            t.visit_lines(from, to, |n, text| {
+                numbers.push(n);
+                texts.push(text.to_owned());
+            });
+            let want = t.lines(from, to);
+            assert_eq!(texts, want, "{name} {from}..={to}");
+            let first = from.max(t.first_line());
+            let expected: Vec<u64> = (first..).take(want.len()).collect();
+            assert_eq!(numbers, expected, "{name} {from}..={to}");
+            assert!(!want.is_empty(), "{name} {from}..={to}");
+        }
+    }
+}

@@ -7,9 +7,6 @@ use crate::render;
 use crate::screen::Terminal;
 use std::collections::VecDeque;
 
-/// Lines read from the terminal at a time: the scan never holds the whole history twice.
-const CHUNK: u64 = 4096;
-
 /// What `Search` asks for.
 #[derive(Debug, Clone)]
 pub struct SearchQuery {
@@ -73,27 +70,22 @@ pub(crate) fn search(
     if let Some(from) = q.from_line {
         lo = lo.max(from);
     }
-    let mut kept: VecDeque<SearchMatch> = VecDeque::new();
+    // Only the newest max_matches line numbers are held during the scan; their texts and
+    // commands are looked up once it is done (a pattern can match every line of 16 MiB).
+    let mut newest: VecDeque<u64> = VecDeque::new();
     let mut found = 0u64;
-    let mut at = lo;
-    while at <= hi {
-        let to = hi.min(at + CHUNK - 1);
-        for (n, text) in (at..).zip(terminal.lines(at, to)) {
-            if q.pattern.is_match(&text) {
+    if lo <= hi {
+        terminal.visit_lines(lo, hi, |n, text| {
+            if q.pattern.is_match(text) {
                 found += 1;
-                if kept.len() == q.max_matches {
-                    kept.pop_front();
+                if newest.len() == q.max_matches {
+                    newest.pop_front();
                 }
-                let command_id = book.holding_line(n).map(|r| r.id());
-                kept.push_back(SearchMatch {
-                    line: n,
-                    text,
-                    command_id,
-                });
+                newest.push_back(n);
             }
-        }
-        at = to + 1;
+        });
     }
+    let kept = kept_matches(terminal, book, &newest);
     let (lines, is_match) = with_context(terminal, &kept, q.context, (lo, hi));
     let meta = |_| {
         let left_out = if (kept.len() as u64) < found {
@@ -114,11 +106,34 @@ pub(crate) fn search(
     })
 }
 
+/// The matches on lines `numbers` (ascending), with their texts and commands.
+fn kept_matches(
+    terminal: &Terminal,
+    book: &CommandBook,
+    numbers: &VecDeque<u64>,
+) -> Vec<SearchMatch> {
+    let (Some(&first), Some(&last)) = (numbers.front(), numbers.back()) else {
+        return Vec::new();
+    };
+    let mut kept = Vec::with_capacity(numbers.len());
+    let mut wanted = numbers.iter().peekable();
+    terminal.visit_lines(first, last, |n, text| {
+        if wanted.next_if_eq(&&n).is_some() {
+            kept.push(SearchMatch {
+                line: n,
+                text: text.to_owned(),
+                command_id: book.holding_line(n).map(|r| r.id()),
+            });
+        }
+    });
+    kept
+}
+
 /// The rendered lines: each match (`1234: text  (c12)`) with `context` lines around it
 /// (`1233- text`), groups that do not touch split by `--`; and which lines are matches.
 fn with_context(
     terminal: &Terminal,
-    kept: &VecDeque<SearchMatch>,
+    kept: &[SearchMatch],
     context: u64,
     (lo, hi): (u64, u64),
 ) -> (Vec<String>, Vec<bool>) {
