@@ -13,10 +13,14 @@
 //! makes itself the subreaper of everything it starts).
 //!
 //! Arguments: `cargo bench --bench compare -- [CASE...]` runs only the named cases (`send`,
-//! `mcp`, `stdin`, `ingest`, `paging`, `scale`, `memory`, `emulator`, `adopt`, `hostile`; `send` includes the Python
-//! grpcio client's row, from `benches/python_send.py`); `-- feed STREAM [MB] [CHUNK]`
-//! only feeds a generated stream (`base64`, `seq`, `ls`) through the in-process terminal model,
+//! `mcp`, `stdin`, `ingest`, `paging`, `scale`, `memory`, `emulator`, `adopt`, `hostile`,
+//! `agent-streams`, `records`; `send` includes the Python grpcio client's row, from
+//! `benches/python_send.py`); `-- feed STREAM [MB] [CHUNK]` only feeds a generated stream
+//! (`base64`, `seq`, `ls`, `build`, `progress`, `fullscreen`) through the in-process terminal model,
 //! chunk by chunk as the session actor does, for profiling under callgrind.
+
+#[path = "compare/records.rs"]
+mod records;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write as _;
@@ -2429,6 +2433,9 @@ fn main() {
     }
     if wanted("agent-streams") {
         case_agent_streams(&setup, &mut rows);
+    }
+    if wanted("records") {
+        records::case_records(&setup, &mut rows);
     }
     println!(
         "\nptyd compare bench, {date}, {} cpus ({}), {:.0} s\n",
