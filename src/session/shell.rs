@@ -140,35 +140,63 @@ pub(super) enum Write {
     Input,
 }
 
+/// Where an integrated shell is between its marks. A plain shell (no marks) stays `Busy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Nothing the marks settle: the rc files run, or input went to the line editor or to a
+    /// program.
+    Busy,
+    /// Idle at its prompt: an end, prompt or rejected-line mark, and no input since.
+    AtPrompt,
+    /// A line (input ending in Enter) was written to the shell at its prompt and no mark has
+    /// answered it yet: the shell is reading it, its command not started.
+    LineSubmitted,
+    /// A command's start mark came and its end has not.
+    Running,
+}
+
+/// How far an integrated shell's start-up is: input waits while its rc files run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Startup {
+    /// No prompt mark yet and nobody found reading the terminal.
+    RcFiles,
+    /// The first prompt was shown: the line editor takes input.
+    Prompted,
+    /// The probe found the program reading the terminal before any prompt mark (a shell whose
+    /// rc file replaced it, or asks a question): input may go in.
+    ReaderFound,
+}
+
+/// The prompt that follows a command-end mark, which the next input waits for (at most
+/// `PROMPT_SETTLE` from the end mark).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PromptWait {
+    /// Nothing is awaited.
+    Nothing,
+    /// An end mark came at this time; its prompt mark has not.
+    Mark(Instant),
+    /// fish's prompt mark came after the end mark of this time; its line editor is up once it
+    /// turns bracketed paste on.
+    FishEditor(Instant),
+}
+
 /// One integrated (or plain) shell's state, with the input that waits to be written.
 #[derive(Debug)]
 pub(super) struct Shell {
     integration: Integration,
-    /// The integrated shell is idle at its prompt (an end or prompt mark and no input since).
-    at_prompt: bool,
+    /// Where the shell is between its marks.
+    phase: Phase,
+    startup: Startup,
+    prompt_wait: PromptWait,
     /// The shell refused the last line and keeps it in its editor: clear it before new input.
     line_kept: bool,
-    /// An integrated shell has shown its first prompt (its line editor takes input).
-    prompt_seen: bool,
-    /// The probe found the program reading the terminal before any prompt mark (a shell whose
-    /// rc file replaced it, or asks a question): input may go in.
-    reader_seen: bool,
-    /// Position of the latest command-start mark whose end has not been seen.
-    command_start: Option<Position>,
     /// The input in the outbox goes to the integrated shell at its prompt (not to a program).
     input_for_prompt: bool,
-    /// A submitted line (input ending in Enter) was written to the integrated shell at its
-    /// prompt and no mark has answered it yet: the shell is reading it, its command not started.
-    line_submitted: bool,
     /// A command that ended while no send was waiting for it.
     unreported: Option<CommandEnd>,
-    /// When a command-end mark arrived whose prompt mark has not followed yet.
-    prompt_pending: Option<Instant>,
     /// When a signal went to the terminal whose answering marks have not come yet (see
     /// `SIGNAL_SETTLE`).
     signalled: Option<Instant>,
-    /// fish's prompt mark came; `prompt_pending` ends when its line editor is up.
-    editor_pending: bool,
     /// Input still to be written for the send in flight, and how much of it is written.
     outbox: Vec<u8>,
     outbox_pos: usize,
@@ -194,17 +222,13 @@ impl Shell {
     pub(super) fn new(integration: Integration) -> Shell {
         Shell {
             integration,
-            at_prompt: false,
+            phase: Phase::Busy,
+            startup: Startup::RcFiles,
+            prompt_wait: PromptWait::Nothing,
             line_kept: false,
-            prompt_seen: false,
-            reader_seen: false,
-            command_start: None,
             input_for_prompt: false,
-            line_submitted: false,
             unreported: None,
-            prompt_pending: None,
             signalled: None,
-            editor_pending: false,
             outbox: Vec::new(),
             outbox_pos: 0,
             first_write: None,
@@ -230,7 +254,10 @@ impl Shell {
         send: Option<&mut CommandSpan>,
     ) -> MarkEffect {
         if !matches!(mark, Mark::Cwd(_)) {
-            self.line_submitted = false;
+            // Any mark but the cwd answers a submitted line.
+            if self.phase == Phase::LineSubmitted {
+                self.phase = Phase::Busy;
+            }
             // The shell answered the signal (an end mark, or the prompt drawn again).
             self.signalled = None;
         }
@@ -238,9 +265,8 @@ impl Shell {
             Mark::CommandStart => {
                 // A command started since an end no send saw: a wait is for this one now.
                 self.unreported = None;
-                self.at_prompt = false;
+                self.phase = Phase::Running;
                 self.prompt_drawn = false;
-                self.command_start = Some(at);
                 self.running = self.submitted.take();
                 if let Some(span) = send.filter(|s| s.writes_input && s.start.is_none()) {
                     span.start = Some(at);
@@ -248,7 +274,7 @@ impl Shell {
                 MarkEffect::CommandStarted(at)
             }
             Mark::CommandEnd(code) => {
-                let had_command = self.command_start.take().is_some();
+                let had_command = self.phase == Phase::Running;
                 self.running = None;
                 // Typeahead held for this command goes in at the next prompt.
                 self.held = false;
@@ -259,9 +285,8 @@ impl Shell {
                     exit_code: if had_command { *code } else { None },
                     at,
                 };
-                self.at_prompt = true;
-                self.prompt_pending = Some(now);
-                self.editor_pending = false;
+                self.phase = Phase::AtPrompt;
+                self.prompt_wait = PromptWait::Mark(now);
                 self.prompt_drawn = false;
                 let input_written = !self.input_pending();
                 match send {
@@ -295,25 +320,27 @@ impl Shell {
                     }
                     self.prompt_drawn = true;
                 }
-                if self.integration == Integration::Fish && self.prompt_pending.is_some() {
+                self.prompt_wait = match self.prompt_wait {
                     // fish sends its prompt mark from the `fish_prompt` event, before its line
                     // editor has the terminal; the editor turns bracketed paste on once it has.
-                    self.editor_pending = true;
-                } else {
-                    self.prompt_pending = None;
-                }
-                self.prompt_seen = true;
-                if self.command_start.is_none() && !self.input_pending() {
-                    self.at_prompt = true;
+                    PromptWait::Mark(since) | PromptWait::FishEditor(since)
+                        if self.integration == Integration::Fish =>
+                    {
+                        PromptWait::FishEditor(since)
+                    }
+                    _ => PromptWait::Nothing,
+                };
+                self.startup = Startup::Prompted;
+                if self.phase != Phase::Running && !self.input_pending() {
+                    self.phase = Phase::AtPrompt;
                 }
                 MarkEffect::Prompt
             }
             Mark::Cwd(_) => MarkEffect::None,
             Mark::LineRejected => {
                 self.line_kept = true;
-                self.at_prompt = true;
-                self.prompt_pending = None;
-                self.command_start = None;
+                self.phase = Phase::AtPrompt;
+                self.prompt_wait = PromptWait::Nothing;
 
                 if let Some(span) = send.filter(|s| s.end.is_none()) {
                     self.refused_output(span);
@@ -345,7 +372,7 @@ impl Shell {
     fn reprompted_without_running(&self, span: &CommandSpan, at: Position) -> bool {
         span.writes_input
             && span.start.is_none()
-            && self.command_start.is_none()
+            && self.phase != Phase::Running
             && !self.input_pending()
             && self
                 .echo
@@ -355,9 +382,8 @@ impl Shell {
     /// After each output chunk: whether the terminal has bracketed paste on now (asked only
     /// while fish's editor is awaited).
     pub(super) fn after_output(&mut self, bracketed_paste: impl FnOnce() -> bool) {
-        if self.editor_pending && bracketed_paste() {
-            self.editor_pending = false;
-            self.prompt_pending = None;
+        if matches!(self.prompt_wait, PromptWait::FishEditor(_)) && bracketed_paste() {
+            self.prompt_wait = PromptWait::Nothing;
         }
     }
 
@@ -368,7 +394,7 @@ impl Shell {
         if let Some(done) = self.unreported.take() {
             return Some(done);
         }
-        (self.at_prompt && self.integrated()).then_some(CommandEnd {
+        self.at_prompt().then_some(CommandEnd {
             exit_code: None,
             at: Position {
                 col: 0,
@@ -380,7 +406,7 @@ impl Shell {
     /// A send with input begins: queues its bytes (see `encode_input`); returns how many.
     pub(super) fn begin_input(&mut self, input: &SendInput, bracketed_paste: bool) -> usize {
         let to = FirstWrite {
-            at_prompt: self.at_prompt && self.integrated(),
+            at_prompt: self.at_prompt(),
             clear_kept_line: self.line_kept,
         };
         self.outbox.clear();
@@ -395,7 +421,7 @@ impl Shell {
             self.submitted = Some(line.chars().take(COMMAND_NAME_CHARS).collect());
         }
         self.line_kept = false;
-        self.at_prompt = false;
+        self.leave_prompt();
         self.unreported = None;
         self.outbox.len()
     }
@@ -424,7 +450,7 @@ impl Shell {
         // now on the shell is busy with it.
         to.at_prompt |= self.prompt_drawn && self.integrated();
         self.input_for_prompt = to.at_prompt;
-        self.at_prompt = false;
+        self.leave_prompt();
         self.echo = Some(Echo {
             line: cursor.line,
             lines: 1,
@@ -463,7 +489,14 @@ impl Shell {
         self.outbox_pos += n;
         let done = !self.input_pending();
         if done {
-            self.line_submitted = self.input_for_prompt && self.outbox.last() == Some(&b'\r');
+            let submits_line = self.input_for_prompt && self.outbox.last() == Some(&b'\r');
+            match self.phase {
+                // A command started while the input was written: its end mark is what counts.
+                Phase::Running => {}
+                _ if submits_line => self.phase = Phase::LineSubmitted,
+                Phase::LineSubmitted => self.phase = Phase::Busy,
+                Phase::Busy | Phase::AtPrompt => {}
+            }
             if let Some(echo) = self.echo.as_mut() {
                 // Known only now: the input may have been encoded again at its first write.
                 let text = self
@@ -487,8 +520,8 @@ impl Shell {
     /// the shell's own process group is the terminal's foreground group.
     pub(super) fn signal_moment(&self, shell_has_terminal: bool) -> ShellMoment {
         ShellMoment {
-            line_submitted: self.line_submitted,
-            forking: shell_has_terminal && self.integrated() && self.command_start.is_some(),
+            line_submitted: self.phase == Phase::LineSubmitted,
+            forking: shell_has_terminal && self.command_running(),
         }
     }
 
@@ -565,15 +598,18 @@ impl Shell {
     /// Whether input must wait: an integrated shell still running its rc files (no prompt mark
     /// yet, nobody reading the terminal).
     pub(super) fn input_gated(&self) -> bool {
-        self.integrated() && !self.prompt_seen && !self.reader_seen
+        self.integrated() && self.startup == Startup::RcFiles
     }
 
     /// Until when input must wait for the prompt that follows a command-end mark; `None` when
     /// it need not wait.
     fn prompt_gate(&self, now: Instant) -> Option<Instant> {
-        self.prompt_pending
-            .map(|at| at + PROMPT_SETTLE)
-            .filter(|until| now < *until)
+        match self.prompt_wait {
+            PromptWait::Mark(since) | PromptWait::FishEditor(since) => {
+                Some(since + PROMPT_SETTLE).filter(|until| now < *until)
+            }
+            PromptWait::Nothing => None,
+        }
     }
 
     /// When waiting input may be written without a mark (the prompt settle time ends).
@@ -584,7 +620,7 @@ impl Shell {
     /// A command of the integrated shell runs (its start mark came, its end has not): text sent
     /// now is typed ahead unless a program reads the terminal.
     pub(super) fn command_running(&self) -> bool {
-        self.integrated() && self.command_start.is_some()
+        self.integrated() && self.phase == Phase::Running
     }
 
     /// The first line of the text that started the running command, when a send typed it.
@@ -615,7 +651,7 @@ impl Shell {
     pub(super) fn reader_opens_gate(&mut self) -> bool {
         let gated = self.input_gated();
         if gated {
-            self.reader_seen = true;
+            self.startup = Startup::ReaderFound;
         }
         gated
     }
@@ -623,13 +659,25 @@ impl Shell {
     /// A reader that is the integrated shell at its own prompt: the marks settle this, not the
     /// probe.
     pub(super) fn reads_own_prompt(&self, reader_is_shell: bool) -> bool {
-        reader_is_shell && self.integrated() && self.at_prompt
+        reader_is_shell && self.at_prompt()
     }
 
     /// Where the next input would go: to an integrated shell's line editor at its prompt.
-    #[cfg(test)]
     fn at_prompt(&self) -> bool {
-        self.at_prompt
+        self.integrated() && self.phase == Phase::AtPrompt
+    }
+
+    /// Input went in: the shell is no longer idle at its prompt.
+    fn leave_prompt(&mut self) {
+        if self.phase == Phase::AtPrompt {
+            self.phase = Phase::Busy;
+        }
+    }
+
+    /// Where the shell is between its marks.
+    #[cfg(test)]
+    fn phase(&self) -> Phase {
+        self.phase
     }
 }
 
@@ -736,6 +784,8 @@ mod tests {
         MayWrite(Write),
         /// Checks: the shell is idle at its prompt.
         AtPrompt(bool),
+        /// Checks: where the shell is between its marks.
+        InPhase(Phase),
         /// Checks: the waiting send's span (start line, settled with this exit code).
         Settled(Option<Option<i32>>),
         /// Checks: the waiting send's output starts at this line.
@@ -859,6 +909,7 @@ mod tests {
                 Elapse(ms) => now += Duration::from_millis(*ms),
                 MayWrite(want) => assert_eq!(shell.next_write(now), *want, "{ctx}"),
                 AtPrompt(want) => assert_eq!(shell.at_prompt(), *want, "{ctx}"),
+                InPhase(want) => assert_eq!(shell.phase(), *want, "{ctx}"),
                 Settled(want) => {
                     let got = send.as_ref().and_then(|(_, s)| s.end).map(|e| e.exit_code);
                     assert_eq!(got, *want, "{ctx}");
@@ -888,6 +939,91 @@ mod tests {
     const BASH_START: [Step; 3] = [end(0), A, B];
     /// zsh: precmd prints D then the prompt with A and B; preexec prints C.
     const ZSH_START: [Step; 3] = [end(0), A, B];
+
+    #[test]
+    fn the_phase_follows_the_marks_and_the_input() {
+        use Phase::{AtPrompt as Idle, Busy, LineSubmitted, Running as Runs};
+        let cwd = Saw(Mark::Cwd("file:///tmp".into()));
+        let rows: Vec<(&str, Integration, Vec<Step>)> = vec![
+            (
+                "busy while the rc files run, idle at the first prompt",
+                Integration::Bash,
+                vec![InPhase(Busy), end(0), InPhase(Idle), A, B, InPhase(Idle)],
+            ),
+            (
+                "a submitted line until its start mark, running until its end",
+                Integration::Bash,
+                vec![
+                    end(0),
+                    A,
+                    B,
+                    Send("ls"),
+                    InPhase(Busy),
+                    WriteAll,
+                    InPhase(LineSubmitted),
+                    cwd.clone(),
+                    InPhase(LineSubmitted),
+                    C,
+                    InPhase(Runs),
+                    end(0),
+                    InPhase(Idle),
+                ],
+            ),
+            (
+                "text typed without Enter leaves the editor busy",
+                Integration::Zsh,
+                vec![end(0), A, B, Type("ls /u"), WriteAll, InPhase(Busy)],
+            ),
+            (
+                "a prompt drawn again answers a submitted line",
+                Integration::Bash,
+                vec![end(0), A, B, Send("!nope"), WriteAll, A, InPhase(Idle)],
+            ),
+            (
+                "a refused line leaves fish idle, its line kept",
+                Integration::Fish,
+                vec![
+                    A,
+                    Paste(true),
+                    Send("echo ("),
+                    WriteAll,
+                    REJECTED,
+                    InPhase(Idle),
+                ],
+            ),
+            (
+                "typeahead written at the next prompt is a submitted line",
+                Integration::Bash,
+                vec![
+                    end(0),
+                    A,
+                    B,
+                    Send("sleep 5"),
+                    WriteAll,
+                    C,
+                    Abandon,
+                    Send("echo typed"),
+                    Hold,
+                    InPhase(Runs),
+                    end(0),
+                    InPhase(Idle),
+                    A,
+                    B,
+                    InPhase(Idle),
+                    WriteAll,
+                    InPhase(LineSubmitted),
+                ],
+            ),
+            (
+                "a plain shell is always busy",
+                Integration::None,
+                vec![Send("ls"), WriteAll, InPhase(Busy)],
+            ),
+        ];
+        for (name, integration, steps) in rows {
+            run(name, integration, &steps);
+        }
+    }
 
     #[test]
     fn bash_and_zsh_commands_settle_at_their_end_mark_with_the_exit_code() {
