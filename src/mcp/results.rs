@@ -157,7 +157,7 @@ impl From<&pb::SendResponse> for SendResult {
 }
 
 /// `terminal_read`.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, JsonSchema)]
 pub(crate) struct ReadResult {
     pub(crate) text: String,
     pub(crate) total_lines: u64,
@@ -238,15 +238,9 @@ impl From<&pb::ReadResponse> for ReadResult {
 impl From<&pb::CommandsResponse> for ReadResult {
     fn from(r: &pb::CommandsResponse) -> ReadResult {
         ReadResult {
-            text: String::new(),
-            total_lines: 0,
-            first_line: 0,
-            line_begin: 0,
-            line_end: 0,
             truncated: r.truncated,
             commands: r.commands.iter().map(CommandResult::from).collect(),
-            matches: Vec::new(),
-            total_matches: None,
+            ..ReadResult::default()
         }
     }
 }
@@ -254,13 +248,7 @@ impl From<&pb::CommandsResponse> for ReadResult {
 impl From<&pb::SearchResponse> for ReadResult {
     fn from(r: &pb::SearchResponse) -> ReadResult {
         ReadResult {
-            text: String::new(),
-            total_lines: 0,
-            first_line: 0,
-            line_begin: 0,
-            line_end: 0,
             truncated: r.truncated,
-            commands: Vec::new(),
             matches: r
                 .matches
                 .iter()
@@ -271,6 +259,7 @@ impl From<&pb::SearchResponse> for ReadResult {
                 })
                 .collect(),
             total_matches: Some(r.total_matches),
+            ..ReadResult::default()
         }
     }
 }

@@ -21,7 +21,7 @@ use super::publish::PublishSchedule;
 use super::send::{ActiveSend, caller_gone};
 use super::shell::{Shell, Write};
 use super::shell_marks::ShellMarks;
-use super::startup::Startup;
+use super::startup::{Readiness, Startup};
 use super::watchers::Watchers;
 use super::{Command, Ready, SendInput, SessionSpec, SessionState, Sink, view};
 use crate::error::Error;
@@ -67,13 +67,9 @@ pub(super) struct Actor {
     probe: ProbeSchedule,
     /// How much output to read at a time, and when to yield (see `pacing.rs`).
     pacing: Pacing,
-    /// Those waiting for the session to become ready (`Open`).
-    ready_waiters: Vec<oneshot::Sender<Ready>>,
-    /// The session became ready: its first prompt, a program reading the terminal, or the end
-    /// of its startup wait.
-    ready: bool,
-    /// When a starting session is ready though no prompt came (see `startup.rs`).
-    startup: Startup,
+    /// Whether the session is ready (its first prompt, a program reading the terminal, its
+    /// exit or the end of its startup wait), and who waits for it until then (see `startup.rs`).
+    readiness: Readiness<oneshot::Sender<Ready>>,
     /// When output last came.
     last_output: Instant,
     /// When the idle terminal's screen may rest (see `Terminal::rest`); set by output and by
@@ -128,11 +124,11 @@ impl Actor {
         let commands = commands::CommandHistory::new(kept.store.as_ref(), spec.integration);
         Actor {
             terminal,
-            startup: Startup::new(
+            readiness: Readiness::starting(Startup::new(
                 now,
                 spec.startup_timeout,
                 (spec.integration == Integration::None).then_some(spec.startup_idle),
-            ),
+            )),
             shell: Shell::new(spec.integration),
             spec,
             pty,
@@ -143,8 +139,6 @@ impl Actor {
             deferred: None,
             probe: ProbeSchedule::new(now),
             pacing: Pacing::default(),
-            ready_waiters: Vec::new(),
-            ready: false,
             last_output: now,
             rest_due: None,
             spin_until: None,
@@ -226,10 +220,8 @@ impl Actor {
         self.rest_due = Some(Instant::now() + REST_AFTER);
         match cmd {
             Command::Ready(reply) => {
-                if self.ready {
+                if let Some(reply) = self.readiness.wait_for(reply) {
                     let _ = reply.send(self.ready_info());
-                } else {
-                    self.ready_waiters.push(reply);
                 }
             }
             Command::Read(query, reply) => {

@@ -2,7 +2,8 @@
 //! type without shell integration, after output has been silent for the startup idle time. An
 //! integrated shell waits for its first prompt mark (or a program reading the terminal, or the
 //! deadline): a slow rc file is not a prompt, and input typed before the line editor starts
-//! would be lost or mis-settled. Pure.
+//! would be lost or mis-settled. `Readiness` keeps that wait and those waiting for it (`Open`)
+//! until the session is ready. Pure.
 
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,66 @@ impl Startup {
     /// Whether the wait is over at `now`, the last output having come at `last_output`.
     pub(super) fn is_over(&self, now: Instant, last_output: Instant) -> bool {
         now >= self.ends(last_output)
+    }
+}
+
+/// Whether a session is ready, and who waits for it until it is.
+#[derive(Debug)]
+pub(super) enum Readiness<W> {
+    /// Starting: the wait that ends it, and those waiting (`Open`).
+    Starting { wait: Startup, waiters: Vec<W> },
+    /// Ready: its first prompt, a program reading the terminal, its exit, or the end of its
+    /// wait.
+    Ready,
+}
+
+impl<W> Readiness<W> {
+    pub(super) fn starting(wait: Startup) -> Readiness<W> {
+        Readiness::Starting {
+            wait,
+            waiters: Vec::new(),
+        }
+    }
+
+    pub(super) fn is_ready(&self) -> bool {
+        matches!(self, Readiness::Ready)
+    }
+
+    /// When a starting session's wait ends unless output comes after `last_output`; `None`
+    /// once it is ready.
+    pub(super) fn wait_ends(&self, last_output: Instant) -> Option<Instant> {
+        match self {
+            Readiness::Starting { wait, .. } => Some(wait.ends(last_output)),
+            Readiness::Ready => None,
+        }
+    }
+
+    /// Whether a starting session's wait is over at `now` (never once it is ready).
+    pub(super) fn wait_over(&self, now: Instant, last_output: Instant) -> bool {
+        match self {
+            Readiness::Starting { wait, .. } => wait.is_over(now, last_output),
+            Readiness::Ready => false,
+        }
+    }
+
+    /// Adds one who waits for readiness; gives it back when the session is ready already, to
+    /// be answered at once.
+    pub(super) fn wait_for(&mut self, waiter: W) -> Option<W> {
+        match self {
+            Readiness::Starting { waiters, .. } => {
+                waiters.push(waiter);
+                None
+            }
+            Readiness::Ready => Some(waiter),
+        }
+    }
+
+    /// The session is ready: those who waited, to be answered (none the second time).
+    pub(super) fn become_ready(&mut self) -> Vec<W> {
+        match std::mem::replace(self, Readiness::Ready) {
+            Readiness::Starting { waiters, .. } => waiters,
+            Readiness::Ready => Vec::new(),
+        }
     }
 }
 
@@ -67,5 +128,32 @@ mod tests {
                 "{idle:?}, output at {last}, now {now}"
             );
         }
+    }
+
+    #[test]
+    fn waiters_wait_until_ready_and_are_answered_once() {
+        let start = Instant::now();
+        let later = start + Duration::from_secs(5);
+        let wait = || Startup::new(start, Duration::from_secs(1), None);
+        let mut r: Readiness<&str> = Readiness::starting(wait());
+        assert!(!r.is_ready());
+        assert_eq!(r.wait_ends(start), Some(start + Duration::from_secs(1)));
+        assert!(r.wait_over(later, start));
+        assert_eq!(
+            r.wait_for("open 1"),
+            None,
+            "a starting session keeps its waiter"
+        );
+        assert_eq!(r.wait_for("open 2"), None);
+        assert_eq!(r.become_ready(), ["open 1", "open 2"]);
+        assert!(r.is_ready());
+        assert_eq!(r.become_ready(), Vec::<&str>::new(), "answered once");
+        assert_eq!(
+            r.wait_for("open 3"),
+            Some("open 3"),
+            "ready: answered at once"
+        );
+        assert_eq!(r.wait_ends(start), None, "no startup deadline once ready");
+        assert!(!r.wait_over(later, start));
     }
 }

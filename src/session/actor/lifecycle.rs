@@ -21,9 +21,9 @@ impl Actor {
 
     pub(super) fn become_ready(&mut self, why: &str) {
         tracing::debug!(session = %self.spec.id, why, "ready");
-        self.ready = true;
+        let waiters = self.readiness.become_ready();
         let info = self.ready_info();
-        for w in self.ready_waiters.drain(..) {
+        for w in waiters {
             let _ = w.send(info.clone());
         }
         let cursor = self.terminal.cursor();

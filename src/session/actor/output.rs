@@ -106,7 +106,7 @@ impl Actor {
                 self.set_job_start(at);
             }
             MarkEffect::Prompt => {
-                if !self.ready {
+                if !self.readiness.is_ready() {
                     self.become_ready("prompt mark");
                 }
             }

@@ -56,7 +56,7 @@ impl Actor {
         if self.shell.reads_own_prompt(reader.is_shell) {
             return; // the shell's own prompt: the marks settle this
         }
-        if !self.ready {
+        if !self.readiness.is_ready() {
             self.become_ready("terminal reader");
             return;
         }

@@ -137,7 +137,9 @@ impl Actor {
         self.deliver_signals();
         let now = Instant::now();
         self.begin_deferred_send(now);
-        if !self.ready && (self.exit.is_some() || self.startup.is_over(now, self.last_output)) {
+        if !self.readiness.is_ready()
+            && (self.exit.is_some() || self.readiness.wait_over(now, self.last_output))
+        {
             self.become_ready("exit, idle or deadline");
         }
         let Some(a) = self.active.as_ref() else {

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 impl Actor {
     pub(super) fn next_deadline(&self, now: Instant) -> Option<Instant> {
-        let startup = (!self.ready).then(|| self.startup.ends(self.last_output));
+        let startup = self.readiness.wait_ends(self.last_output);
         let send = self.active.as_ref().map(|a| a.next_deadline(now));
         let probe = self.probe.next().filter(|_| self.wants_probe());
         let prompt_gate = self.shell.write_deadline(now);
@@ -34,7 +34,7 @@ impl Actor {
 
     /// Probes run only while someone waits: a send whose input is written, or startup.
     pub(super) fn wants_probe(&self) -> bool {
-        if !self.ready
+        if !self.readiness.is_ready()
             || (self.shell.input_gated() && self.shell.input_pending())
             || self.shell.input_held()
         {
