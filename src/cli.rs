@@ -2,6 +2,8 @@
 //! its `rendered` text (or, with `--json`, the typed response as `pb` serializes it); `completions`
 //! prints a shell completion script. Failures print one line, `error: CODE: message`, and exit 2.
 
+mod attach;
+
 use crate::client;
 use crate::pb;
 use clap::{Args, Parser, Subcommand};
@@ -252,6 +254,14 @@ pub enum Verb {
         /// History lines shown first
         #[arg(long, default_value_t = 0)]
         replay_lines: u32,
+    },
+    /// Take a session's keyboard: your keys go to it, its screen comes to you; Ctrl-] detaches.
+    ///
+    /// While you are attached the agent's sends with input are refused; its next result says
+    /// that a person typed. Example: ptyd attach t1 --agent claude
+    Attach {
+        /// Session id
+        session: String,
     },
     /// New output of a background job.
     ///
@@ -541,6 +551,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
             }
             return Ok(0);
         }
+        Verb::Attach { session } => return Ok(attach::run(c, agent_id, session).await?),
         Verb::JobOutput { job, wait_ms } => {
             let r = c
                 .job_output(pb::JobOutputRequest {

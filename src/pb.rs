@@ -80,6 +80,7 @@ impl From<session::SendOutcome> for ForegroundResult {
             session_status: Some(outcome.status.into()),
             truncated: outcome.truncated,
             exit_code: outcome.exit_code,
+            input_hidden: outcome.input_hidden,
             cwd: outcome.cwd,
             elapsed_ms: outcome.elapsed.as_millis() as u64,
         }
@@ -233,6 +234,7 @@ mod tests {
                 session_status: Some(Status::Running.into()),
                 truncated: false,
                 exit_code: None,
+                input_hidden: false,
                 cwd: "/".into(),
                 elapsed_ms: 3,
             })),
@@ -243,6 +245,7 @@ mod tests {
                 "viewport": "v", "wait_reason": "stdin_read",
                 "session_status": {"state": "running", "exit_code": null, "signal": null},
                 "truncated": false, "exit_code": null, "cwd": "/", "elapsed_ms": 3,
+                "input_hidden": false,
             }})
         );
         let job = SendResponse {

@@ -222,6 +222,20 @@ impl Terminal {
         rows
     }
 
+    /// The bytes that draw the screen as it is now on a person's terminal: the alternate screen
+    /// entered when a full-screen program shows, the cells with their colours and attributes,
+    /// the cursor, and the input modes the program set (keypad, bracketed paste, mouse).
+    pub fn redraw(&self) -> Vec<u8> {
+        let state = self.synced();
+        let screen = state.parser.screen();
+        let mut out = Vec::new();
+        if screen.alternate_screen() {
+            out.extend_from_slice(b"\x1b[?1049h");
+        }
+        out.extend_from_slice(screen.state_formatted().as_bytes());
+        out
+    }
+
     /// Number of the oldest retained line.
     pub fn first_line(&self) -> u64 {
         self.synced().parser.callbacks().history.first_line()

@@ -16,10 +16,12 @@ use crate::validate;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response};
+
+mod people;
 
 /// Default wait deadline of a send.
 const DEFAULT_TIMEOUT_MS: u32 = 30_000;
@@ -116,10 +118,14 @@ impl Terminals {
             self.config.limits.sessions_total,
         )?;
         let type_name = checked.type_name().to_owned();
-        let spec = checked.spec(reservation.id().to_owned(), &self.config, &self.integration)?;
+        let spec = checked.spec(
+            reservation.id().to_owned(),
+            req.agent_id.clone(),
+            &self.config,
+            &self.integration,
+        )?;
         let persist = self.registry.state().map(|state| crate::session::Persist {
             files: state.session(&spec.id),
-            owner: req.agent_id.clone(),
             grace: self.config.adoption_grace,
         });
         let (handle, not_kept) = SessionHandle::start(spec, persist).await?;
@@ -224,45 +230,6 @@ impl Terminals {
             let _ = events_tx.send(last).await;
         });
         Ok(Box::pin(ReceiverStream::new(events)))
-    }
-
-    async fn watch(&self, req: pb::WatchRequest) -> Result<BoxStream<pb::WatchEvent>> {
-        let handle = self.session(&req.agent_id, &req.session_id)?;
-        if req.replay_lines > 10_000 {
-            return Err(Error::invalid("replay_lines must be at most 10000"));
-        }
-        let (replay, live) = handle.watch(req.replay_lines).await?;
-        let (tx, rx) = mpsc::channel(STREAM_CHUNKS);
-        tokio::spawn(async move {
-            if !replay.is_empty() {
-                let mut text = replay.join("\r\n");
-                text.push_str("\r\n");
-                if tx
-                    .send(Ok(pb::WatchEvent {
-                        output: text.into_bytes(),
-                    }))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-            }
-            let Some(mut live) = live else { return };
-            loop {
-                let output = match live.recv().await {
-                    Ok(chunk) => chunk.to_vec(),
-                    Err(broadcast::error::RecvError::Lagged(n)) => format!(
-                        "\r\n[ptyd: {n} output chunks skipped: this watcher fell behind]\r\n"
-                    )
-                    .into_bytes(),
-                    Err(broadcast::error::RecvError::Closed) => return,
-                };
-                if tx.send(Ok(pb::WatchEvent { output })).await.is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(Box::pin(ReceiverStream::new(rx)))
     }
 
     async fn job_output(&self, req: pb::JobOutputRequest) -> Result<pb::JobOutputResponse> {
@@ -554,6 +521,16 @@ impl pb::terminals_server::Terminals for Terminals {
         let req = request.into_inner();
         let (agent, id) = (req.agent_id.clone(), req.session_id.clone());
         finish("Watch", &agent, &id, self.watch(req).await)
+    }
+
+    type AttachStream = BoxStream<pb::AttachEvent>;
+
+    async fn attach(
+        &self,
+        request: Request<tonic::Streaming<pb::AttachInput>>,
+    ) -> RpcResult<Self::AttachStream> {
+        let (agent, id, started) = self.attach(request.into_inner()).await;
+        finish("Attach", &agent, &id, started)
     }
 
     async fn job_output(

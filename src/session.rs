@@ -9,6 +9,7 @@ mod aim;
 mod capture;
 mod command_view;
 mod jobs;
+mod keyboard;
 mod kill;
 mod pacing;
 mod probe;
@@ -35,6 +36,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 const COMMAND_QUEUE: usize = 32;
 
 pub use command_view::{CommandInfo, CommandsOutcome, CommandsQuery, DEFAULT_COMMANDS};
+pub(crate) use keyboard::attach_command;
 pub use search::{SearchOutcome, SearchQuery};
 pub(crate) use spec::OpenParams;
 pub use spec::SessionSpec;
@@ -63,6 +65,8 @@ pub struct SessionState {
     pub cols: u16,
     /// Current size.
     pub rows: u16,
+    /// Who holds the keyboard (`Attach`), if anyone.
+    pub attached: Option<String>,
 }
 
 /// A validated send.
@@ -105,6 +109,8 @@ pub struct SendOutcome {
     pub exit_code: Option<i32>,
     /// The viewport was cut.
     pub truncated: bool,
+    /// The program waits for a password: what is typed is not echoed.
+    pub input_hidden: bool,
     /// The shell's cwd.
     pub cwd: String,
     /// Wall time.
@@ -211,8 +217,35 @@ pub(crate) enum Sink {
     Job(String, oneshot::Sender<Result<()>>),
 }
 
-/// The replayed lines and the live feed a watcher starts with (no feed once the program exited).
-pub type WatchStart = (Vec<String>, Option<broadcast::Receiver<Arc<[u8]>>>);
+/// What a watcher starts with.
+pub struct WatchStart {
+    /// The history lines asked for.
+    pub replay: Vec<String>,
+    /// Draws the current screen on the watcher's terminal.
+    pub redraw: Vec<u8>,
+    /// The session's raw output from the redraw on (none once the program exited).
+    pub live: Option<broadcast::Receiver<Arc<[u8]>>>,
+}
+
+/// A person taking a session's keyboard: who they are and their window's size, if known.
+#[derive(Debug, Clone)]
+pub struct AttachRequest {
+    /// How a second attach's refusal and `List` name them.
+    pub holder: String,
+    /// Their window's columns and rows.
+    pub size: Option<(u16, u16)>,
+}
+
+/// What an attached person starts with: their token (for keys, sizes and the detach), the
+/// redraw of the current screen, and the live feed of raw output.
+pub struct AttachStart {
+    /// Names this holder to the actor; a later holder's differs.
+    pub token: u64,
+    /// Draws the screen as it is on the person's terminal.
+    pub redraw: Vec<u8>,
+    /// The session's output from the redraw on.
+    pub live: broadcast::Receiver<Arc<[u8]>>,
+}
 
 pub(crate) enum Command {
     Ready(oneshot::Sender<Ready>),
@@ -221,16 +254,22 @@ pub(crate) enum Command {
     Commands(CommandsQuery, oneshot::Sender<CommandsOutcome>),
     Search(Box<SearchQuery>, oneshot::Sender<Result<SearchOutcome>>),
     Watch(u32, oneshot::Sender<WatchStart>),
+    Attach(AttachRequest, oneshot::Sender<Result<AttachStart>>),
+    /// The attached person's keys, for the holder of the token.
+    Keys(u64, Vec<u8>),
+    /// The attached person's window size (cols, rows), for the holder of the token.
+    AttachSize(u64, u16, u16),
+    /// The holder of the token lets go of the keyboard.
+    Detach(u64),
     JobOutput(String, usize, oneshot::Sender<Option<JobReport>>),
     JobKill(String, oneshot::Sender<Option<JobStatus>>),
     Signal(Signal, oneshot::Sender<Result<i32>>),
 }
 
-/// Where a session is kept for a daemon that may adopt it: its files in the state directory, its
-/// owner, and how long its helper waits for a new daemon once this one is gone.
+/// Where a session is kept for a daemon that may adopt it: its files in the state directory,
+/// and how long its helper waits for a new daemon once this one is gone.
 pub(crate) struct Persist {
     pub(crate) files: crate::state::SessionFiles,
-    pub(crate) owner: String,
     pub(crate) grace: Duration,
 }
 
@@ -391,7 +430,7 @@ impl SessionHandle {
         let pid = pty.pid();
         let created_unix_ms = unix_ms(SystemTime::now());
         let store = persist.map(|p| {
-            let record = spec.record(p.owner, created_unix_ms, pid, pty.tag().map(str::to_owned));
+            let record = spec.record(created_unix_ms, pid, pty.tag().map(str::to_owned));
             (p.files, record)
         });
         let store = match store {
@@ -464,6 +503,7 @@ impl SessionHandle {
             last_output_unix_ms: 0,
             cols: spec.cols,
             rows: spec.rows,
+            attached: None,
         });
         let shutdown = Arc::new(tokio::sync::Notify::new());
         let (finished_tx, finished) = watch::channel(false);
@@ -540,10 +580,43 @@ impl SessionHandle {
         self.call(Command::Search(Box::new(query), tx), rx).await?
     }
 
-    /// The last `replay` lines and a live feed of raw output (None once the program exited).
+    /// The last `replay` lines, the current screen and a live feed of raw output.
     pub async fn watch(&self, replay: u32) -> Result<WatchStart> {
         let (tx, rx) = oneshot::channel();
         self.call(Command::Watch(replay, tx), rx).await
+    }
+
+    /// Takes the session's keyboard for a person (see `keyboard.rs`).
+    pub async fn attach(&self, request: AttachRequest) -> Result<AttachStart> {
+        let (tx, rx) = oneshot::channel();
+        self.call(Command::Attach(request, tx), rx).await?
+    }
+
+    /// The attached person (`token`) typed `keys`.
+    pub async fn keys(&self, token: u64, keys: Vec<u8>) -> Result<()> {
+        self.commands
+            .send(Command::Keys(token, keys))
+            .await
+            .map_err(|_| Error::session_not_found(&self.spec.id))
+    }
+
+    /// The attached person's (`token`) window is now `cols` x `rows`.
+    pub async fn attach_size(&self, token: u64, cols: u16, rows: u16) -> Result<()> {
+        self.commands
+            .send(Command::AttachSize(token, cols, rows))
+            .await
+            .map_err(|_| Error::session_not_found(&self.spec.id))
+    }
+
+    /// The attached person (`token`) lets go of the keyboard. Never waits: a full command
+    /// queue hands the detach to a task, so that a hung-up stream's guard can call it.
+    pub fn detach(&self, token: u64) {
+        if let Err(mpsc::error::TrySendError::Full(cmd)) =
+            self.commands.try_send(Command::Detach(token))
+        {
+            let commands = self.commands.clone();
+            tokio::spawn(async move { commands.send(cmd).await });
+        }
     }
 
     /// New output of job `job_id`, waiting up to `wait` for some (or for its end).

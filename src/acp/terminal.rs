@@ -5,7 +5,7 @@
 
 use super::pump::{COMMAND_OUTPUT_CAP, OutputPump, UPDATE_INTERVAL};
 use super::state::{Notifier, Session, Shim};
-use super::text::{error_line, session_ended_message, wait_message};
+use super::text::{error_line, hidden_input_message, session_ended_message, wait_message};
 use super::wire;
 use crate::pb::{ForegroundResult, SendEvent, SendRequest, WaitReason, send_event, send_response};
 use std::time::{Duration, Instant};
@@ -116,7 +116,10 @@ async fn finish(
     session.set_cwd(&result.cwd);
     out.tool_update(wire::command_result(id, result, shim.terminal_mode()));
     let reason = result.wait_reason();
-    if let Some(message) = wait_message(reason, shim.idle_ms, shim.timeout_ms) {
+    if result.input_hidden {
+        let attach = crate::session::attach_command(terminal, &shim.agent_id);
+        out.message(hidden_input_message(&attach));
+    } else if let Some(message) = wait_message(reason, shim.idle_ms, shim.timeout_ms) {
         out.message(message);
     }
     if reason == WaitReason::SessionExit {

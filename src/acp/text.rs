@@ -129,6 +129,16 @@ pub(crate) fn wait_message(reason: WaitReason, idle_ms: u32, timeout_ms: u32) ->
     }
 }
 
+/// The one-line agent message after a send that ended at a password prompt (its input hidden):
+/// a person types the secret, never the model; `attach` is the command that reaches the
+/// session.
+pub(crate) fn hidden_input_message(attach: &str) -> String {
+    format!(
+        "The program asks for a password (its input is hidden): a person can type it in the \
+         terminal with `{attach}`; do not send the secret yourself."
+    )
+}
+
 /// The message after a command that ended the session's shell.
 pub(crate) fn session_ended_message(exit: &str) -> String {
     format!("The terminal session ended ({exit}); your next message starts a new one.")
@@ -228,5 +238,10 @@ mod tests {
         assert!(m.contains("waiting for input"), "{m}");
         let m = wait_message(WaitReason::Timeout, 1000, 600_000).unwrap();
         assert!(m.contains("600 s"), "{m}");
+        let m = hidden_input_message("ptyd attach t1 --agent zed");
+        assert!(
+            m.contains("password") && m.contains("`ptyd attach t1 --agent zed`"),
+            "{m}"
+        );
     }
 }

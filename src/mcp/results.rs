@@ -114,6 +114,9 @@ pub(crate) struct SendResult {
     pub(crate) elapsed_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) truncated: Option<bool>,
+    /// true: the program asks for a password; a person types it (never send it yourself).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) input_hidden: Option<bool>,
 }
 
 impl SendResult {
@@ -149,6 +152,7 @@ impl From<&pb::SendResponse> for SendResult {
                 cwd: Some(f.cwd.clone()),
                 elapsed_ms: Some(f.elapsed_ms),
                 truncated: Some(f.truncated),
+                input_hidden: f.input_hidden.then_some(true),
                 ..SendResult::default()
             },
             None => SendResult::default(),

@@ -29,6 +29,7 @@ pub(crate) fn session_info(
         last_output_unix_ms: state.last_output_unix_ms,
         total_lines: state.total_lines,
         adopted: handle.adopted,
+        attached: state.attached.unwrap_or_default(),
     }
 }
 
@@ -109,7 +110,15 @@ fn list_line(s: &SessionInfo) -> String {
     };
     // A session this daemon took over from its predecessor says so (docs/lifecycle.md).
     let adopted = if s.adopted { " (adopted)" } else { "" };
-    format!("{}{name} [{}] {status}{adopted}", s.session_id, s.r#type)
+    let attached = if s.attached.is_empty() {
+        String::new()
+    } else {
+        format!(" (attached: {})", s.attached)
+    };
+    format!(
+        "{}{name} [{}] {status}{adopted}{attached}",
+        s.session_id, s.r#type
+    )
 }
 
 /// `Types`' answer: "shell [bash] /bin/bash: the user's login shell", one line per type.
@@ -219,6 +228,13 @@ mod tests {
                     ..info("t4", "", None)
                 },
                 "t4 [shell] running pid=42 (adopted)",
+            ),
+            (
+                SessionInfo {
+                    attached: "ptyd attach on /dev/pts/3".into(),
+                    ..info("t5", "", None)
+                },
+                "t5 [shell] running pid=42 (attached: ptyd attach on /dev/pts/3)",
             ),
         ];
         for (session, line) in table {

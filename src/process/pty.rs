@@ -287,6 +287,27 @@ impl Pty {
             .filter(|&g| g > 0)
     }
 
+    /// Gives the terminal a new window size; the kernel tells its foreground group (SIGWINCH).
+    pub(crate) fn resize(&self, cols: u16, rows: u16) -> io::Result<()> {
+        let size = rustix::termios::Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        rustix::termios::tcsetwinsize(self.io.get_ref(), size).map_err(io::Error::from)
+    }
+
+    /// Whether the program reading the terminal hides what is typed: the echo is off while it
+    /// reads in line mode, as a password or passphrase prompt does (a full-screen program or a
+    /// line editor reads raw, with the echo off too, and is not one).
+    pub(crate) fn input_hidden(&self) -> bool {
+        use nix::sys::termios::LocalFlags;
+        self.termios().is_some_and(|t| {
+            t.local_flags.contains(LocalFlags::ICANON) && !t.local_flags.contains(LocalFlags::ECHO)
+        })
+    }
+
     /// The terminal's current line discipline settings.
     pub(crate) fn termios(&self) -> Option<nix::sys::termios::Termios> {
         tcgetattr(self.io.get_ref()).ok()

@@ -3,6 +3,7 @@
 //! the caller hanging up and the nearest deadline (send timeout, idle, stdin probe, startup).
 
 mod adopt;
+mod attach;
 mod commands;
 mod compact;
 mod lifecycle;
@@ -15,6 +16,7 @@ mod timers;
 use super::aim::WaitingSignals;
 use super::capture::Capture;
 use super::jobs::Jobs;
+use super::keyboard::Keyboard;
 use super::pacing::Pacing;
 use super::probe::ProbeSchedule;
 use super::publish::PublishSchedule;
@@ -107,6 +109,8 @@ pub(super) struct Actor {
     compact_at: u64,
     /// The commands the shell ran, as records (see `records.rs`).
     commands: commands::CommandHistory,
+    /// Who holds the keyboard: the agent, or a person attached (see `keyboard.rs`).
+    keyboard: Keyboard,
 }
 
 impl Actor {
@@ -157,6 +161,7 @@ impl Actor {
             signals: WaitingSignals::default(),
             shell_marks: ShellMarks::default(),
             compact_at,
+            keyboard: Keyboard::default(),
         }
     }
 
@@ -177,6 +182,9 @@ impl Actor {
             }
             let writing = write != Write::Nothing;
             let pending = self.shell.pending(write);
+            // A person's keys go in between the shell's writes (an agent's input is refused
+            // while a person holds the keyboard, but a send begun before may still write).
+            let keys = self.keyboard.pending();
             tokio::select! {
                 read = self.capture.read(&self.pty, self.pacing.read_limit()), if !self.eof => {
                     match read {
@@ -193,6 +201,9 @@ impl Actor {
                     } else {
                         self.on_written(written);
                     }
+                }
+                written = self.pty.write_some(keys), if !keys.is_empty() && !writing => {
+                    self.on_keys_written(written);
                 }
                 cmd = commands.recv() => match cmd {
                     Some(cmd) => self.on_command(cmd),
@@ -235,9 +246,14 @@ impl Actor {
             }
             Command::Send(input, sink) => self.on_send(input, sink),
             Command::Watch(replay, reply) => {
-                let lines = view::replay(&self.terminal, replay);
-                let _ = reply.send((lines, self.watchers.subscribe()));
+                let _ = reply.send(self.watch(replay));
             }
+            Command::Attach(request, reply) => {
+                let _ = reply.send(self.attach(request));
+            }
+            Command::Keys(token, keys) => self.keyboard.queue(token, &keys),
+            Command::AttachSize(token, cols, rows) => self.attach_size(token, cols, rows),
+            Command::Detach(token) => self.detach(token),
             Command::JobOutput(id, cap, reply) => {
                 let integrated = self.spec.integration != Integration::None;
                 let report = self.jobs.report(&id, cap, &self.terminal, integrated);

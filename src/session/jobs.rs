@@ -202,6 +202,7 @@ mod tests {
             status: Status::Running,
             exit_code: Some(0),
             truncated: false,
+            input_hidden: false,
             cwd: String::new(),
             elapsed: Duration::ZERO,
             rendered: String::new(),

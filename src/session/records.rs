@@ -21,9 +21,11 @@ const INTERRUPTED_AT_PROMPT: i32 = 130;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum TypedBy {
-    /// The owner agent, through a send (today the only way input reaches a session).
+    /// The owner agent, through a send.
     #[default]
     Agent,
+    /// A person holding the keyboard through `Attach`.
+    Person,
 }
 
 impl TypedBy {
@@ -31,6 +33,7 @@ impl TypedBy {
     pub(crate) fn name(self) -> &'static str {
         match self {
             TypedBy::Agent => "agent",
+            TypedBy::Person => "person",
         }
     }
 }

@@ -23,6 +23,16 @@ const STREAM_BACKLOG: usize = 8 << 20;
 /// well under the 4 MiB message limit gRPC clients have by default.
 const STREAM_EVENT_MAX: usize = 256 << 10;
 
+/// What a send's result says beyond its wait: how a person answers a prompt whose input is
+/// hidden (`ptyd attach t1`), and what a person typed since the agent's last result.
+#[derive(Debug, Default)]
+pub(super) struct Notes {
+    /// Set when the program reads a password: the command that reaches the session.
+    pub hidden_input: Option<String>,
+    /// `[a person typed in this session: c14]`.
+    pub person_typed: Option<String>,
+}
+
 /// The send being waited on.
 pub(super) struct ActiveSend {
     pub input: SendInput,
@@ -83,16 +93,20 @@ impl ActiveSend {
 
     /// The send's result for `reason`, where its viewport ended, and the end line as the
     /// command-end mark found it (`ends`: the lines the newest end marks found), when the
-    /// viewport ends at a mark. `exit_code` is the program's, once it exited.
+    /// viewport ends at a mark. `status` gives the program's exit code, once it exited.
     pub(super) fn outcome(
         &self,
         reason: WaitReason,
         terminal: &Terminal,
         ends: &view::EndLines,
-        exit_code: Option<i32>,
         status: Status,
         cwd: String,
+        notes: Notes,
     ) -> (SendOutcome, Position, Option<String>) {
+        let exit_code = match status {
+            Status::Exited(crate::process::pty::ExitKind::Code(c)) => Some(c),
+            _ => None,
+        };
         let (exit_code, end, end_line) = match (reason, self.span.end) {
             (WaitReason::Prompt, Some(CommandEnd { exit_code, at })) => {
                 (exit_code, at, ends.at(at))
@@ -114,7 +128,17 @@ impl ActiveSend {
             }
             _ => view::viewport(terminal, start.line, end, end_line),
         };
-        let meta = outcome_meta(reason, exit_code, status, self.unwritten, self.input_len);
+        let input_hidden = notes.hidden_input.is_some();
+        let meta = outcome_meta(
+            Wait {
+                reason,
+                exit_code,
+                status,
+            },
+            self.unwritten,
+            self.input_len,
+            notes,
+        );
         let capped = render::with_meta(
             &lines.join("\n"),
             "(no new output)",
@@ -127,6 +151,7 @@ impl ActiveSend {
             status,
             exit_code,
             truncated: capped.truncated,
+            input_hidden,
             cwd,
             elapsed: self.started.elapsed(),
             rendered: capped.rendered,
@@ -276,16 +301,30 @@ pub(super) fn line_limit_refusal(text: &str, canonical: impl FnOnce() -> bool) -
     })
 }
 
-/// The metadata lines under a send's output: why it returned, the exit code, the session's
-/// status, and input the deadline cut short.
-fn outcome_meta(
+/// How a send's wait ended.
+#[derive(Debug, Clone, Copy)]
+struct Wait {
     reason: WaitReason,
     exit_code: Option<i32>,
     status: Status,
-    unwritten: usize,
-    input_len: usize,
-) -> Vec<String> {
-    let mut meta = vec![format!("[wait: {}]", reason.name())];
+}
+
+/// The metadata lines under a send's output: why it returned (and how a person answers a
+/// hidden prompt), the exit code, the session's status, input the deadline cut short, and what
+/// a person typed.
+fn outcome_meta(wait: Wait, unwritten: usize, input_len: usize, notes: Notes) -> Vec<String> {
+    let Wait {
+        reason,
+        exit_code,
+        status,
+    } = wait;
+    let mut meta = vec![match notes.hidden_input {
+        Some(how) => format!(
+            "[wait: {} (input hidden: a password prompt; a person can type it: {how})]",
+            reason.name()
+        ),
+        None => format!("[wait: {}]", reason.name()),
+    }];
     if let Some(code) = exit_code {
         meta.push(format!("[exit code: {code}]"));
     }
@@ -295,6 +334,7 @@ fn outcome_meta(
             "[input incomplete: {unwritten} of {input_len} bytes were not written before the deadline]"
         ));
     }
+    meta.extend(notes.person_typed);
     meta
 }
 
@@ -445,9 +485,37 @@ mod tests {
                 ],
             ),
         ];
-        for (reason, code, status, unwritten, want) in cases {
-            assert_eq!(outcome_meta(reason, code, status, unwritten, 9), want);
+        for (reason, exit_code, status, unwritten, want) in cases {
+            let wait = Wait {
+                reason,
+                exit_code,
+                status,
+            };
+            let meta = outcome_meta(wait, unwritten, 9, Notes::default());
+            assert_eq!(meta, want);
         }
+    }
+
+    #[test]
+    fn a_hidden_prompt_says_how_a_person_answers_and_a_persons_typing_is_told() {
+        let wait = Wait {
+            reason: WaitReason::StdinRead,
+            exit_code: None,
+            status: Status::Running,
+        };
+        let notes = Notes {
+            hidden_input: Some("ptyd attach t1".into()),
+            person_typed: Some("[a person typed in this session: c4]".into()),
+        };
+        assert_eq!(
+            outcome_meta(wait, 0, 9, notes),
+            [
+                "[wait: stdin_read (input hidden: a password prompt; a person can type it: \
+                 ptyd attach t1)]",
+                "[session: running]",
+                "[a person typed in this session: c4]",
+            ]
+        );
     }
 
     fn sink(capacity: usize) -> (StreamSink, mpsc::Receiver<Vec<u8>>) {

@@ -18,6 +18,8 @@ use std::time::Duration;
 pub struct SessionSpec {
     /// Session id ("t1").
     pub id: String,
+    /// The agent that owns it.
+    pub owner: String,
     /// Display name (may be empty).
     pub name: String,
     /// Terminal type name.
@@ -112,17 +114,16 @@ impl SessionSpec {
         })
     }
 
-    /// The record that lets a later daemon adopt this session, owned by `owner`.
+    /// The record that lets a later daemon adopt this session.
     pub(crate) fn record(
         &self,
-        owner: String,
         created_unix_ms: i64,
         pid: u32,
         process_tag: Option<String>,
     ) -> SessionRecord {
         SessionRecord {
             id: self.id.clone(),
-            owner,
+            owner: self.owner.clone(),
             name: self.name.clone(),
             type_name: self.type_name.clone(),
             cols: self.cols,
@@ -148,6 +149,7 @@ impl SessionSpec {
     ) -> SessionSpec {
         SessionSpec {
             id: record.id.clone(),
+            owner: record.owner.clone(),
             name: record.name.clone(),
             type_name: record.type_name.clone(),
             argv: Vec::new(),
@@ -176,11 +178,12 @@ impl CheckedOpen<'_> {
         &self.ty.name
     }
 
-    /// The spec of session `id`: its environment by the config's policy (the daemon's own
+    /// The spec of session `id` of agent `owner`: its environment by the config's policy (the daemon's own
     /// start-up variables never among it), a new mark key, and the type's shell integration.
     pub(crate) fn spec(
         self,
         id: String,
+        owner: String,
         config: &Config,
         integration: &IntegrationFiles,
     ) -> Result<SessionSpec> {
@@ -200,6 +203,7 @@ impl CheckedOpen<'_> {
         );
         Ok(SessionSpec {
             id,
+            owner,
             name: self.name,
             type_name: self.ty.name.clone(),
             argv,
@@ -327,9 +331,9 @@ mod tests {
         let files = IntegrationFiles::install(dir.path()).unwrap();
         let spec = SessionSpec::for_open(&config, &opened)
             .unwrap()
-            .spec("t7".into(), &config, &files)
+            .spec("t7".into(), "agent-a".into(), &config, &files)
             .unwrap();
-        let record = spec.record("agent-a".into(), 1, 42, None);
+        let record = spec.record(1, 42, None);
         let adopted = SessionSpec::from_record(&record, spec.process_tracking);
         let kept = |s: &SessionSpec| {
             (

@@ -59,16 +59,24 @@ impl Actor {
         let ctx = MarkContext {
             now_ms: unix_ms(SystemTime::now()),
             cwd: &cwd,
-            typed_by: TypedBy::Agent,
+            typed_by: self.keyboard.typed_by(),
             region: &region,
         };
         let CommandHistory { book, log } = &mut self.commands;
         let changed = book.on_mark(event, &ctx);
+        let records = book.records();
         if let Some(log) = log {
-            let records = book.records();
             for record in records.iter().skip(records.len() - changed) {
                 log.save(record, || records.iter().collect());
             }
+        }
+        // A start mark that made a record made the newest one.
+        let started = changed > 0 && event.mark == crate::marks::Mark::CommandStart;
+        if let Some(newest) = records
+            .back()
+            .filter(|r| started && r.typed_by == TypedBy::Person)
+        {
+            self.keyboard.person_ran(newest.number);
         }
     }
 

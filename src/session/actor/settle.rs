@@ -4,9 +4,8 @@
 
 use super::{Actor, SPIN};
 use crate::error::Error;
-use crate::process::pty::ExitKind;
 use crate::screen::Position;
-use crate::session::send::{ActiveSend, ActiveSink, JobEnd, StreamSink, line_limit_refusal};
+use crate::session::send::{ActiveSend, ActiveSink, JobEnd, Notes, StreamSink, line_limit_refusal};
 use crate::session::shell::FirstWrite;
 use crate::session::{JobStatus, SendInput, Sink, unix_ms};
 use crate::waiting::{self, Observed, WaitReason};
@@ -19,6 +18,11 @@ impl Actor {
             Some(a.busy_error(&self.spec.id))
         } else if self.exit.is_some() {
             Some(self.exited_error())
+        } else if let Some(holder) = self.keyboard.holder().filter(|_| !input.is_pure_wait()) {
+            Some(Error::FailedPrecondition(format!(
+                "a person is typing in {} ({holder}); retry after they detach",
+                self.spec.id
+            )))
         } else {
             line_limit_refusal(&input.text, || {
                 use nix::sys::termios::LocalFlags;
@@ -160,21 +164,28 @@ impl Actor {
         if !input_written {
             a.unwritten = self.shell.drop_input();
         }
-        let exit_code = match self.exit {
-            Some(ExitKind::Code(c)) => Some(c),
-            _ => None,
+        let notes = Notes {
+            hidden_input: (reason == WaitReason::StdinRead && self.pty.input_hidden())
+                .then(|| self.how_a_person_answers()),
+            person_typed: self.keyboard.take_note(),
         };
         let (outcome, end, end_line) = a.outcome(
             reason,
             &self.terminal,
             &self.end_lines,
-            exit_code,
             self.status(),
             self.cwd(),
+            notes,
         );
         self.last_seen = end;
         self.last_seen_line = end_line;
         self.end_send(a.settle(outcome));
+    }
+
+    /// What a person runs to type into this session: `ptyd attach t1`, with the owner named
+    /// when it is not the CLI's own agent.
+    fn how_a_person_answers(&self) -> String {
+        crate::session::attach_command(&self.spec.id, &self.spec.owner)
     }
 
     /// Records a job's end (a kill in progress hears how it ended) and publishes that the

@@ -1,0 +1,98 @@
+//! A person at the session's keyboard (`Attach`) and beside it (`Watch`): taking and letting go
+//! of the keyboard, their keys written, their window's size given to the session and the
+//! session's own size given back.
+
+use super::Actor;
+use crate::error::{Error, Result};
+use crate::session::{AttachRequest, AttachStart, WatchStart, view};
+
+impl Actor {
+    /// `Watch`: the replayed lines, the current screen's redraw and the live feed, taken
+    /// together so that nothing falls between them.
+    pub(super) fn watch(&mut self, replay: u32) -> WatchStart {
+        WatchStart {
+            replay: view::replay(&self.terminal, replay),
+            redraw: self.terminal.redraw(),
+            live: self.watchers.subscribe(),
+        }
+    }
+
+    /// `Attach`: the person takes the keyboard, their window's size given to the session.
+    pub(super) fn attach(&mut self, request: AttachRequest) -> Result<AttachStart> {
+        if self.exit.is_some() {
+            return Err(self.exited_error());
+        }
+        let own_size = self.terminal.size();
+        let token = self
+            .keyboard
+            .take(request.holder.clone(), own_size)
+            .map_err(|holder| {
+                Error::FailedPrecondition(format!(
+                    "terminal session {} is attached by {holder}; one person at a time",
+                    self.spec.id
+                ))
+            })?;
+        if let Some((cols, rows)) = request.size {
+            self.resize(cols, rows);
+        }
+        let live = self
+            .watchers
+            .subscribe()
+            .ok_or_else(|| self.exited_error())?;
+        let redraw = self.terminal.redraw();
+        tracing::info!(session = %self.spec.id, holder = %request.holder, "a person took the keyboard");
+        self.state
+            .send_modify(|s| s.attached = Some(request.holder));
+        Ok(AttachStart {
+            token,
+            redraw,
+            live,
+        })
+    }
+
+    /// The holder of `token` resized their window.
+    pub(super) fn attach_size(&mut self, token: u64, cols: u16, rows: u16) {
+        if self.keyboard.holds(token) {
+            self.resize(cols, rows);
+        }
+    }
+
+    /// The holder of `token` let go: the session gets its own size back.
+    pub(super) fn detach(&mut self, token: u64) {
+        if let Some((cols, rows)) = self.keyboard.release(token) {
+            tracing::info!(session = %self.spec.id, "the person let go of the keyboard");
+            self.resize(cols, rows);
+            self.state.send_modify(|s| s.attached = None);
+        }
+    }
+
+    /// The person's keys went out (`written` of them); a failed write drops them, as nobody
+    /// can read them.
+    pub(super) fn on_keys_written(&mut self, written: std::io::Result<usize>) {
+        // The keys themselves are never logged: they may be a password.
+        match written {
+            Ok(n) => self.keyboard.written(n),
+            Err(e) => {
+                tracing::debug!(session = %self.spec.id, error = %e, "writing a person's keys failed");
+                self.keyboard.drop_keys();
+            }
+        }
+        self.rearm_probe();
+    }
+
+    /// Gives the terminal and its model a new size (the kernel tells the program).
+    fn resize(&mut self, cols: u16, rows: u16) {
+        if self.terminal.size() == (cols, rows) {
+            return;
+        }
+        if let Err(e) = self.pty.resize(cols, rows) {
+            tracing::warn!(session = %self.spec.id, error = %e, "resizing the terminal failed");
+            return;
+        }
+        self.terminal.resize(cols, rows);
+        self.state.send_modify(|s| {
+            s.cols = cols;
+            s.rows = rows;
+        });
+    }
+}
