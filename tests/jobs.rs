@@ -241,11 +241,19 @@ async fn job_output_waits_for_new_output_or_the_end() {
         let home = d.dir().to_path_buf();
         let c = &mut d.client;
         let sid = open_in(c, A, &home).await;
-        let (job, _, _) = start_job(c, &sid, "sleep 1; echo late").await;
+        // The job waits for a file the test makes: still running when first asked, however
+        // slow the machine.
+        let go = home.join("go");
+        let cmd = format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done; echo late",
+            go.display()
+        );
+        let (job, _, _) = start_job(c, &sid, &cmd).await;
         // wait_ms 0 answers at once, with nothing new.
         let now = job_output(c, &job, 0).await;
         assert_eq!(now.status(), JobStatus::Running);
         assert_eq!(now.output, "");
+        std::fs::write(&go, "").unwrap();
         // A long wait returns with the output (or the end), well before its deadline.
         let started = Instant::now();
         let mut seen = String::new();
