@@ -105,24 +105,11 @@ impl AttachCli {
     }
 }
 
-async fn size_of(c: &mut Client, sid: &str) -> (String, u32, u32) {
-    let info = session_info(c, A, sid).await.expect("listed");
-    (info.attached, info.cols, info.rows)
-}
-
+/// Waits until List shows `sid` at `cols` x `rows`; returns who holds its keyboard.
 async fn wait_for_size(c: &mut Client, sid: &str, want: (u32, u32), what: &str) -> String {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let (holder, cols, rows) = size_of(c, sid).await;
-        if (cols, rows) == want {
-            return holder;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: {cols}x{rows}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_info(c, A, sid, what, |i| (i.cols, i.rows) == want)
+        .await
+        .attached
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -105,25 +105,12 @@ impl Drop for Person {
     }
 }
 
-/// Who holds the keyboard and the session's size, as List says.
-async fn attached_and_size(c: &mut Client, sid: &str) -> (String, u32, u32) {
-    let info = session_info(c, A, sid).await.expect("listed");
-    (info.attached, info.cols, info.rows)
-}
-
+/// Waits until List shows `sid` held by `holder` ("": nobody) at `cols` x `rows`.
 async fn wait_for_state(c: &mut Client, sid: &str, want: (&str, u32, u32), what: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let (holder, cols, rows) = attached_and_size(c, sid).await;
-        if (holder.as_str(), cols, rows) == want {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: List says {holder:?} {cols}x{rows}, want {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_info(c, A, sid, what, |i| {
+        (i.attached.as_str(), i.cols, i.rows) == want
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,8 +229,8 @@ async fn attach_refuses_what_is_not_the_agents_and_bad_sizes() {
             assert_eq!(e.code(), code, "{input:?}: {e:?}");
             assert!(e.message().contains(words), "{input:?}: {e:?}");
         }
-        let (holder, ..) = attached_and_size(&mut d.client, &sid).await;
-        assert_eq!(holder, "", "no refused attach holds the keyboard");
+        let info = session_info(&mut d.client, A, &sid).await.unwrap();
+        assert_eq!(info.attached, "", "no refused attach holds the keyboard");
     })
     .await;
 }

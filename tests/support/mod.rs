@@ -310,6 +310,25 @@ pub async fn session_info(client: &mut Client, agent: &str, sid: &str) -> Option
         .find(|s| s.session_id == sid)
 }
 
+/// Waits (20 s at most) until `List` shows `sid` as `ready` says; returns what it showed.
+pub async fn wait_for_info(
+    client: &mut Client,
+    agent: &str,
+    sid: &str,
+    what: &str,
+    ready: impl Fn(&SessionInfo) -> bool,
+) -> SessionInfo {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = session_info(client, agent, sid).await.expect("listed");
+        if ready(&info) {
+            return info;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: {info:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Closes a session; panics on error.
 pub async fn close(client: &mut Client, agent: &str, sid: &str) -> CloseResponse {
     match client
