@@ -136,7 +136,10 @@ pub(crate) fn attach_command(id: &str, owner: &str) -> String {
     let plain = owner
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b"-_.:@/+=,".contains(&b));
-    if plain {
+    if plain && owner.starts_with('-') {
+        // `--agent -x` would read as an option.
+        format!("ptyd attach {id} --agent={owner}")
+    } else if plain {
         format!("ptyd attach {id} --agent {owner}")
     } else {
         format!(
@@ -178,6 +181,7 @@ mod tests {
             ("claude", "ptyd attach t1 --agent claude"),
             ("agent-a.b@host", "ptyd attach t1 --agent agent-a.b@host"),
             ("my agent", "ptyd attach t1 --agent 'my agent'"),
+            ("-x", "ptyd attach t1 --agent=-x"),
             ("it's", "ptyd attach t1 --agent 'it'\\''s'"),
         ] {
             assert_eq!(attach_command("t1", owner), want, "{owner}");
