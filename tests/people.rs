@@ -9,6 +9,7 @@ use ptyd::pb::{AttachInput, CommandsRequest, SearchRequest, WaitReason, WatchReq
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::users::OtherUser;
 use support::*;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -282,26 +283,38 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
     found
 }
 
-/// `read -s` and python's getpass end with `input_hidden` and say how a person answers; the
+/// `read -s`, python's getpass and sudo end with `input_hidden` and say how a person answers; the
 /// secret typed through Attach lets the command go on and is nowhere the daemon keeps it
 /// (history, search, records, the state directory's journal and records).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_prompt_is_answered_by_a_person_and_the_secret_is_kept_nowhere() {
     timed(async {
+        // sudo asks for the password of the user who runs it (root is never asked): a user
+        // made for this test, with the password the person will type (the third secret).
+        // Made first, so that it is removed after the daemon has ended its sessions.
+        let mut sudoer = OtherUser::create("sudo").expect("a user for sudo");
+        sudoer.allow_sudo_with_password("hunter2-secret2");
         let mut d = start_daemon().await;
         let socket = d.socket.clone();
         let state = d.dir().join("state");
         let c = &mut d.client;
         let sid = open(c, A).await;
+        let sudo = format!(
+            "setpriv --reuid={u} --regid={u} --init-groups sh -c 'sudo -k; sudo true && echo sudo-ok'",
+            u = sudoer.name
+        );
+        // (what the prompt needs installed, the command, what it prints once answered)
         let prompts = [
-            ("read -s -p 'Password: ' X; echo \"got ${#X}\"", "got 15"),
+            ("bash", "read -s -p 'Password: ' X; echo \"got ${#X}\"", "got 15"),
             (
+                "python3",
                 "python3 -c 'import getpass; s = getpass.getpass(\"Secret: \"); print(\"got\", len(s))'",
                 "got 15",
             ),
+            ("sudo", sudo.as_str(), "sudo-ok"),
         ];
-        for (i, (command, answer)) in prompts.into_iter().enumerate() {
-            if command.starts_with("python3") && !needs("python3") {
+        for (i, (program, command, answer)) in prompts.into_iter().enumerate() {
+            if !needs(program) {
                 continue;
             }
             let (fr, rendered) = send_with(c, send_request(A, &sid, command)).await;

@@ -8,53 +8,8 @@ mod support;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output};
+use support::users::OtherUser;
 use support::*;
-
-/// A system user that exists while this lives.
-struct OtherUser {
-    name: String,
-    uid: u32,
-}
-
-impl OtherUser {
-    /// Creates one: needs root, which CI has. Elsewhere the test says why it cannot run, and
-    /// under CI that is a failure, not a skip.
-    fn create(tag: &str) -> Option<OtherUser> {
-        if !nix::unistd::getuid().is_root() {
-            cannot_run_here(tag, "creating another user needs root");
-            return None;
-        }
-        let name = format!("ptyd-{tag}-{}", std::process::id());
-        let made = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-            ])
-            .arg(&name)
-            .status()
-            .expect("run useradd");
-        assert!(made.success(), "useradd {name}");
-        let uid = nix::unistd::User::from_name(&name)
-            .expect("read the user database")
-            .expect("the new user")
-            .uid
-            .as_raw();
-        Some(OtherUser { name, uid })
-    }
-
-    /// Gives `path` to this user.
-    fn own(&self, path: &Path) {
-        nix::unistd::chown(path, Some(self.uid.into()), None).expect("chown");
-    }
-}
-
-impl Drop for OtherUser {
-    fn drop(&mut self) {
-        let _ = Command::new("userdel").arg(&self.name).status();
-    }
-}
 
 /// `ptyd serve` with its socket at `socket` and state under `dir`, run until it exits (it is
 /// expected to refuse at once).

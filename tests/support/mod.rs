@@ -1,7 +1,8 @@
 //! Shared helpers for the integration tests: typed request helpers, status assertions, what a
 //! test needs of the machine, and `wait_until`, the only way a test waits for a condition. The
 //! in-process daemon is in `daemon.rs`, the Node client bridge of the ACP and MCP tests in
-//! `bridge.rs`, and the survival scenario in `five_sessions.rs`.
+//! `bridge.rs`, the survival scenario in `five_sessions.rs`, and users made for a test in
+//! `users.rs`.
 #![allow(dead_code)]
 
 pub mod bridge;
@@ -10,6 +11,7 @@ mod daemon;
 #[allow(unused_imports)]
 pub use daemon::*;
 pub mod five_sessions;
+pub mod users;
 
 use std::future::Future;
 use std::path::Path;
