@@ -20,12 +20,11 @@ use std::time::Duration;
 
 use ptyd::pb::{CloseOutcome, OpenRequest, SendRequest, SignalRequest, WaitReason};
 use ptyd::process::{ProcessTracking, procfs};
+use support::spawned::*;
 use support::*;
 use tonic::Code;
 
 const A: &str = "tree";
-/// How long a spawned `ptyd serve` may take to answer or to exit.
-const PROCESS_DEADLINE: Duration = Duration::from_secs(60);
 /// How long an escaped process may take to show up after the command that starts it returned
 /// (a double fork finishes asynchronously).
 const APPEAR_DEADLINE: Duration = Duration::from_secs(10);
@@ -225,63 +224,6 @@ async fn a_second_concurrent_close_answers_already_closing() {
 
 // ---------------------------------------------------------------------------------------------
 // A real daemon process
-
-/// The real binary, with nothing of the test's client settings inherited.
-fn ptyd_command(dir: &Path) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ptyd"));
-    cmd.env_remove("PTYD_SOCKET")
-        .env_remove("PTYD_AGENT")
-        .env_remove("LISTEN_FDS")
-        .env_remove("LISTEN_PID")
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_RUNTIME_DIR", dir)
-        .env("XDG_STATE_HOME", dir.join("state"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    cmd
-}
-
-/// Starts `ptyd serve` on `<dir>/ptyd.sock` with `args`; returns it once it answers.
-async fn spawn_daemon(
-    dir: &Path,
-    args: &[&str],
-    envs: &[(&str, &str)],
-) -> (tokio::process::Child, std::path::PathBuf) {
-    let socket = dir.join("ptyd.sock");
-    let mut cmd = ptyd_command(dir);
-    cmd.arg("--socket").arg(&socket).arg("serve").args(args);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let child = cmd.spawn().expect("start ptyd serve");
-    let s = socket.clone();
-    wait_until(PROCESS_DEADLINE, "the spawned daemon answers", move || {
-        let s = s.clone();
-        async move { ptyd::client::connect(&s).await.is_ok() }
-    })
-    .await;
-    (child, socket)
-}
-
-/// SIGTERMs `child` and asserts it exits 0 within the deadline.
-async fn terminate(mut child: tokio::process::Child) {
-    let pid = child.id().expect("the daemon runs") as i32;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("SIGTERM the daemon");
-    let status = tokio::time::timeout(PROCESS_DEADLINE, child.wait())
-        .await
-        .expect("the daemon exits after SIGTERM")
-        .expect("wait for the daemon");
-    assert!(
-        status.success(),
-        "the daemon exits 0 after SIGTERM: {status}"
-    );
-}
 
 async fn sigterm_ends_every_busy_session(mode: ProcessTracking) {
     let dir = tempfile::Builder::new()
@@ -830,12 +772,4 @@ async fn list_ids(c: &mut Client) -> Vec<String> {
         .into_iter()
         .map(|s| s.session_id)
         .collect()
-}
-
-/// A TCP port on 127.0.0.1 that nothing listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind 127.0.0.1:0")
 }
