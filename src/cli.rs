@@ -70,6 +70,13 @@ pub enum Verb {
         /// <token>` (only with --listen-tcp)
         #[arg(long, value_name = "PATH", requires = "listen_tcp")]
         token_file: Option<PathBuf>,
+        /// Also serve the web page here, such as 127.0.0.1:7879 (needs --web-token-file): every
+        /// agent's sessions, live, and a keyboard for a person
+        #[arg(long, value_name = "ADDR", requires = "web_token_file")]
+        web: Option<std::net::SocketAddr>,
+        /// File (mode 0600) holding the web page's token (only with --web)
+        #[arg(long, value_name = "PATH", requires = "web")]
+        web_token_file: Option<PathBuf>,
         /// How Close finds every process of a session: auto, cgroup or subreaper [default:
         /// the config file's, else auto]
         #[arg(long, value_name = "MODE")]
@@ -284,6 +291,13 @@ pub enum Verb {
     ///
     /// Example: ptyd types
     Types,
+    /// Print a one-time link to the web page (`ptyd serve --web`), valid once for 5 minutes.
+    ///
+    /// Example: ptyd web-link t1   (opens on session t1 of --agent's sessions)
+    WebLink {
+        /// Session the page opens on [default: the page's list]
+        session: Option<String>,
+    },
     /// Print a shell completion script.
     ///
     /// Example: ptyd completions bash > ~/.local/share/bash-completion/completions/ptyd
@@ -528,6 +542,16 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
         }
         Verb::Types => {
             let r = c.types(pb::TypesRequest {}).await?.into_inner();
+            (r.rendered.clone(), as_json(&r)?, 0)
+        }
+        Verb::WebLink { session } => {
+            let r = c
+                .web_link(pb::WebLinkRequest {
+                    agent_id,
+                    session_id: session.unwrap_or_default(),
+                })
+                .await?
+                .into_inner();
             (r.rendered.clone(), as_json(&r)?, 0)
         }
         Verb::Watch {

@@ -111,5 +111,6 @@ pub(crate) mod session;
 pub(crate) mod state;
 pub(crate) mod validate;
 pub mod waiting;
+pub(crate) mod web;
 
 pub use error::{Error, Result};

@@ -49,6 +49,8 @@ fn main() -> ExitCode {
             listen_tcp,
             token_file,
             process_tracking,
+            web,
+            web_token_file,
         } => {
             init_tracing();
             let options = ptyd::server::ServeOptions {
@@ -58,6 +60,8 @@ fn main() -> ExitCode {
                 listen_tcp,
                 token_file,
                 process_tracking,
+                web,
+                web_token_file,
             };
             match runtime.block_on(ptyd::server::run(options)) {
                 Ok(()) => ExitCode::SUCCESS,

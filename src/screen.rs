@@ -17,6 +17,7 @@ mod resting;
 mod run;
 mod sequences;
 mod state;
+mod styled;
 mod xterm;
 
 use crate::marks::{Mark, MarkKey};
@@ -27,6 +28,7 @@ use sequences::Sequences;
 use state::State;
 use std::cell::{RefCell, RefMut};
 use std::num::NonZeroU16;
+pub use styled::{Color, Style, StyledRun, StyledScreen};
 
 /// A position in the line numbering: line number (1-based) and column within the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]

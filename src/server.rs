@@ -119,7 +119,7 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    serve_with(listener, None, config, shutdown, None).await
+    serve_with(listener, None, None, config, shutdown, None).await
 }
 
 /// A TCP listener next to the socket, and the bearer token its clients must send.
@@ -167,6 +167,7 @@ pub(crate) fn read_token_file(path: &Path) -> Result<String> {
 pub(crate) async fn serve_with(
     listener: UnixListener,
     tcp: Option<TcpServing>,
+    web: Option<crate::web::WebServing>,
     mut config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
     upgrade: Option<upgrade::Upgrade>,
@@ -286,6 +287,22 @@ pub(crate) async fn serve_with(
         stop.cancel();
         result.map_err(Error::from)
     };
+    let web = async {
+        let Some(web) = web else {
+            return Ok(());
+        };
+        let loopback = web
+            .listener
+            .local_addr()
+            .is_ok_and(|a| a.ip().is_loopback());
+        let access = Arc::new(crate::web::Access::new(web.token.clone(), loopback));
+        if let Ok(address) = web.listener.local_addr() {
+            terminals.serve_web(access.clone(), crate::web::page_url(address));
+        }
+        let result = crate::web::serve(web, terminals.clone(), access, stop.clone()).await;
+        stop.cancel();
+        result.map_err(Error::io("serving the web page"))
+    };
     let upgrades = async {
         match upgrade {
             Some(upgrade) => upgrade.run(&drain).await,
@@ -304,12 +321,13 @@ pub(crate) async fn serve_with(
         terminals.close_all().await;
     };
     tracing::info!("serving");
-    let (unix_result, tcp_result, ()) = tokio::join!(unix, tcp, watch);
+    let (unix_result, tcp_result, web_result, ()) = tokio::join!(unix, tcp, web, watch);
     // A session opened on a connection that was still draining is closed too.
     terminals.close_all().await;
     drop(integration_dir);
     unix_result.map_err(Error::from)?;
-    tcp_result
+    tcp_result?;
+    web_result
 }
 
 /// What both listeners serve: health, the `Terminals` service, and gRPC server reflection v1

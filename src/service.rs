@@ -22,6 +22,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response};
 
 mod people;
+pub(crate) use people::Held;
 
 /// Default wait deadline of a send.
 const DEFAULT_TIMEOUT_MS: u32 = 30_000;
@@ -58,6 +59,8 @@ pub(crate) struct Terminals {
     registry: Arc<Registry>,
     config: Arc<Config>,
     integration: Arc<IntegrationFiles>,
+    /// The web page, once `ptyd serve --web` serves one: its keys and its URL.
+    web: Arc<std::sync::OnceLock<(Arc<crate::web::Access>, String)>>,
 }
 
 type RpcResult<T> = std::result::Result<Response<T>, tonic::Status>;
@@ -90,10 +93,56 @@ impl Terminals {
             registry,
             config,
             integration: Arc::new(integration),
+            web: Arc::default(),
         }
     }
 
-    fn session(&self, agent: &str, id: &str) -> Result<SessionHandle> {
+    /// The web page this daemon serves at `url`, with its keys (for `WebLink`).
+    pub(crate) fn serve_web(&self, access: Arc<crate::web::Access>, url: String) {
+        let _ = self.web.set((access, url));
+    }
+
+    /// `WebLink`: a one-time link to the page, opening on a session when one is named.
+    fn web_link(&self, req: &pb::WebLinkRequest) -> Result<pb::WebLinkResponse> {
+        validate::agent_id(&req.agent_id)?;
+        let Some((access, url)) = self.web.get() else {
+            return Err(Error::FailedPrecondition(
+                "this daemon serves no web page (start it with ptyd serve --web ADDR \
+                 --web-token-file F)"
+                    .into(),
+            ));
+        };
+        let mut fragment = format!("code={}", access.mint_code(std::time::Instant::now()));
+        if !req.session_id.is_empty() {
+            self.session(&req.agent_id, &req.session_id)?;
+            let encoded = |v: &str| -> String {
+                v.bytes()
+                    .map(|b| match b {
+                        b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                            char::from(b).to_string()
+                        }
+                        b => format!("%{b:02X}"),
+                    })
+                    .collect()
+            };
+            let session = format!("{}/{}", req.agent_id, req.session_id);
+            fragment.push_str(&format!("&s={}", encoded(&session)));
+        }
+        let url = format!("{url}#{fragment}");
+        let expires_in_s = crate::web::CODE_LIFETIME.as_secs() as u32;
+        Ok(pb::WebLinkResponse {
+            rendered: format!("{url}\n(valid once, for {} minutes)", expires_in_s / 60),
+            url,
+            expires_in_s,
+        })
+    }
+
+    /// Every agent's sessions (the web page lists them all: a person acts for any agent).
+    pub(crate) fn all_sessions(&self) -> Vec<SessionHandle> {
+        self.registry.all()
+    }
+
+    pub(crate) fn session(&self, agent: &str, id: &str) -> Result<SessionHandle> {
         validate::agent_id(agent)?;
         validate::required_id("session_id", id)?;
         self.registry.get(agent, id)
@@ -508,6 +557,19 @@ impl pb::terminals_server::Terminals for Terminals {
         let req = request.into_inner();
         let (agent, id) = (req.agent_id.clone(), req.session_id.clone());
         finish("Close", &agent, &id, self.close(req).await)
+    }
+
+    async fn web_link(
+        &self,
+        request: Request<pb::WebLinkRequest>,
+    ) -> RpcResult<pb::WebLinkResponse> {
+        let req = request.into_inner();
+        finish(
+            "WebLink",
+            &req.agent_id,
+            &req.session_id,
+            self.web_link(&req),
+        )
     }
 
     async fn list(&self, request: Request<pb::ListRequest>) -> RpcResult<pb::ListResponse> {

@@ -254,6 +254,8 @@ pub(crate) enum Command {
     Commands(CommandsQuery, oneshot::Sender<CommandsOutcome>),
     Search(Box<SearchQuery>, oneshot::Sender<Result<SearchOutcome>>),
     Watch(u32, oneshot::Sender<WatchStart>),
+    /// The screen as styled runs, for the web page.
+    Screen(oneshot::Sender<crate::screen::StyledScreen>),
     Attach(AttachRequest, oneshot::Sender<Result<AttachStart>>),
     /// The attached person's keys, for the holder of the token.
     Keys(u64, Vec<u8>),
@@ -527,6 +529,11 @@ impl SessionHandle {
         }
     }
 
+    /// The published state, to follow its changes.
+    pub(crate) fn state_changes(&self) -> watch::Receiver<SessionState> {
+        self.state.clone()
+    }
+
     /// The latest published state.
     pub fn state(&self) -> SessionState {
         self.state.borrow().clone()
@@ -584,6 +591,12 @@ impl SessionHandle {
     pub async fn watch(&self, replay: u32) -> Result<WatchStart> {
         let (tx, rx) = oneshot::channel();
         self.call(Command::Watch(replay, tx), rx).await
+    }
+
+    /// The visible screen as styled runs (the web page draws it).
+    pub async fn styled_screen(&self) -> Result<crate::screen::StyledScreen> {
+        let (tx, rx) = oneshot::channel();
+        self.call(Command::Screen(tx), rx).await
     }
 
     /// Takes the session's keyboard for a person (see `keyboard.rs`).

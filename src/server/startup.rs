@@ -28,6 +28,10 @@ pub struct ServeOptions {
     pub token_file: Option<PathBuf>,
     /// `--process-tracking`, over the config file's.
     pub process_tracking: Option<crate::process::ProcessTracking>,
+    /// `--web`: serve the web page here (only with `web_token_file`).
+    pub web: Option<SocketAddr>,
+    /// `--web-token-file` (only with `web`).
+    pub web_token_file: Option<PathBuf>,
 }
 
 /// Runs the daemon as `ptyd serve` does: until SIGTERM or SIGINT, then closes every session;
@@ -44,8 +48,13 @@ pub async fn run(options: ServeOptions) -> Result<()> {
     let hangups = upgrade::hangups()?;
     upgrade::unblock_signals()?;
     let (unix, tcp, bound) = listeners(&options).await?;
-    let served = match Upgrade::prepare(hangups, &unix, tcp.as_ref().map(|t| &t.listener)) {
-        Ok(upgrades) => super::serve_with(unix, tcp, config, shutdown, Some(upgrades)).await,
+    let served = match web_listener(&options).await {
+        Ok(web) => match Upgrade::prepare(hangups, &unix, tcp.as_ref().map(|t| &t.listener)) {
+            Ok(upgrades) => {
+                super::serve_with(unix, tcp, web, config, shutdown, Some(upgrades)).await
+            }
+            Err(e) => Err(e),
+        },
         Err(e) => Err(e),
     };
     // A daemon that could not start (its state directory locked or refused, ...) leaves no
@@ -97,6 +106,25 @@ pub(crate) fn termination() -> Result<impl Future<Output = ()> + Send + 'static>
 
 /// The listeners `options` ask for: the ones the previous image handed over (after an upgrade
 /// in place), else the socket systemd passed (socket activation), else one bound at the socket
+/// The web page's listener and token, when `--web` asks for one.
+async fn web_listener(options: &ServeOptions) -> Result<Option<crate::web::WebServing>> {
+    let (Some(address), Some(token_file)) = (options.web, &options.web_token_file) else {
+        return Ok(None);
+    };
+    let token = read_token_file(token_file)?;
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(Error::io(format!(
+            "listening for the web page on {address}"
+        )))?;
+    let bound = listener.local_addr().unwrap_or(address);
+    eprintln!(
+        "ptyd: web page on {} (sign in with `ptyd web-link` or the web token)",
+        crate::web::page_url(bound)
+    );
+    Ok(Some(crate::web::WebServing { listener, token }))
+}
+
 /// path (announced on stderr); and the TCP listener with its token when `listen_tcp` and
 /// `token_file` are both given (the token file is read again after an upgrade). The third is
 /// the socket path when this call bound it (and so may remove it when starting fails).

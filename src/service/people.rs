@@ -16,6 +16,18 @@ const DEFAULT_HOLDER: &str = "a person";
 const MAX_HOLDER_BYTES: usize = 128;
 
 impl Terminals {
+    /// Takes the keyboard of `agent`'s session `id` for `holder` (the web page), leaving the
+    /// session its size; the hold ends when the returned value is dropped.
+    pub(crate) async fn take_keyboard(&self, agent: &str, id: &str, holder: &str) -> Result<Held> {
+        let handle = self.session(agent, id)?;
+        let holder = holder_name(holder);
+        let start = handle.attach(AttachRequest { holder, size: None }).await?;
+        Ok(Held {
+            handle,
+            token: start.token,
+        })
+    }
+
     pub(super) async fn watch(&self, req: pb::WatchRequest) -> Result<BoxStream<pb::WatchEvent>> {
         let handle = self.session(&req.agent_id, &req.session_id)?;
         if req.replay_lines > 10_000 {
@@ -109,9 +121,16 @@ impl Terminals {
 }
 
 /// A person's hold on a session's keyboard; letting go of the last reference detaches.
-struct Held {
+pub(crate) struct Held {
     handle: SessionHandle,
     token: u64,
+}
+
+impl Held {
+    /// The person typed `keys`.
+    pub(crate) async fn keys(&self, keys: Vec<u8>) -> Result<()> {
+        self.handle.keys(self.token, keys).await
+    }
 }
 
 impl Drop for Held {

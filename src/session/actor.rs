@@ -248,6 +248,9 @@ impl Actor {
             Command::Watch(replay, reply) => {
                 let _ = reply.send(self.watch(replay));
             }
+            Command::Screen(reply) => {
+                let _ = reply.send(self.terminal.styled_screen());
+            }
             Command::Attach(request, reply) => {
                 let _ = reply.send(self.attach(request));
             }
