@@ -321,15 +321,20 @@ pub async fn wait_for_info(
     what: &str,
     ready: impl Fn(&SessionInfo) -> bool,
 ) -> SessionInfo {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let info = session_info(client, agent, sid).await.expect("listed");
-        if ready(&info) {
-            return info;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let ready = &ready;
+    wait_until(Duration::from_secs(20), what, || {
+        let (mut c, seen) = (client.clone(), seen.clone());
+        async move {
+            let info = session_info(&mut c, agent, sid).await.expect("listed");
+            let done = ready(&info);
+            *seen.lock().unwrap() = Some(info);
+            done
         }
-        assert!(tokio::time::Instant::now() < deadline, "{what}: {info:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
+    let info = seen.lock().unwrap().take();
+    info.expect("listed")
 }
 
 /// Closes a session; panics on error.
@@ -501,14 +506,10 @@ pub async fn job_to_end(
     }
 }
 
-/// A test that cannot run on this machine says why and returns: elsewhere a skip, but under CI
-/// (`CI` set), where `.ci/run` installs what the tests need, a failure.
+/// A test that cannot run on this machine fails, saying why: no test passes by skipping.
+/// `.ci/run` installs everything the tests need (run it once as root on a fresh machine).
 pub fn cannot_run_here(test: &str, why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test} must run under CI, but {why}"
-    );
-    eprintln!("SKIPPED {test}: {why}");
+    panic!("{test} cannot run here: {why} (`bash .ci/run` installs what the tests need)");
 }
 
 /// Whether `program` is on `PATH`.
@@ -517,8 +518,8 @@ pub fn installed(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
-/// Whether `program`, which the calling test needs, is installed: a missing one fails the test
-/// under CI (which installs every such program) and skips it, saying so, elsewhere.
+/// Checks that `program`, which the calling test needs, is installed: a missing one fails the
+/// test (see `cannot_run_here`), so this returns true or does not return.
 pub fn needs(program: &str) -> bool {
     if installed(program) {
         return true;
