@@ -4,6 +4,7 @@ the session's screen (signing in with TOKEN when the page asks, unless it is -),
 stdin, performs a step and prints its JSON answer:
 
   text            the screen's text, rows joined by newlines, trailing blanks trimmed
+  wait_line LINE  waits (20 s at most) until a row reads LINE; then the screen's text
   take / release  clicks "Take keyboard" / "Release keyboard"
   type TEXT       types TEXT (\\n as Enter) into the screen
   shot R C        a screenshot; the colour at the centre of row R, column C
@@ -16,6 +17,7 @@ import sys
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -42,6 +44,13 @@ def main():
         for line in sys.stdin:
             verb, _, rest = line.rstrip("\n").partition(" ")
             if verb == "text":
+                answer({"text": screen_text(driver)})
+            elif verb == "wait_line":
+                try:
+                    WebDriverWait(driver, 20).until(
+                        lambda d: rest in screen_text(d).split("\n"))
+                except TimeoutException:
+                    pass
                 answer({"text": screen_text(driver)})
             elif verb in ("take", "release"):
                 button = driver.find_element(By.ID, verb)
