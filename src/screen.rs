@@ -11,6 +11,7 @@
 //! the result is the same as emulating every byte (a differential test compares both).
 
 mod checkpoint;
+mod emulator;
 mod fast_path;
 mod recorder;
 mod resting;
@@ -22,6 +23,7 @@ mod xterm;
 
 use crate::marks::{Mark, MarkKey};
 pub use checkpoint::{Checkpoint, NoCheckpoint};
+use emulator::Emulator;
 use recorder::Recorder;
 use run::Run;
 use sequences::Sequences;
@@ -83,12 +85,7 @@ impl Terminal {
         let recorder = Recorder::new(max_lines, max_bytes);
         Terminal {
             state: RefCell::new(State {
-                parser: vt100::Parser::new_with_callbacks(
-                    nonzero(rows),
-                    nonzero(cols),
-                    0,
-                    recorder,
-                ),
+                parser: Emulator::new(nonzero(rows), nonzero(cols), recorder),
                 run: Run::default(),
                 main_snapshot: None,
                 unusual_modes: false,

@@ -6,7 +6,7 @@
 //! tests compare both).
 
 use super::run::{Found, Run, RunLine};
-use super::state::{State, blank_from};
+use super::state::State;
 use std::num::NonZeroU16;
 
 /// Resets the colours, homes the cursor and erases the screen without keeping it in history:
@@ -84,7 +84,7 @@ impl State {
         } else {
             screen.row_wrapped(row - 1)
         };
-        if col != 0 || continuation || !blank_from(screen, row) {
+        if col != 0 || continuation || !self.parser.blank_from(row) {
             return false;
         }
         self.run = Run {

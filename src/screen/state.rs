@@ -2,7 +2,8 @@
 //! may be behind on, the main screen kept while the alternate one shows, and the numbered lines
 //! (history, then the screen's logical lines) read from them.
 
-use super::recorder::{Recorder, cursor_position};
+use super::emulator::Emulator;
+use super::recorder::cursor_position;
 use super::run::Run;
 use super::{Position, xterm};
 
@@ -29,7 +30,7 @@ pub(super) struct Resting {
 }
 
 pub(super) struct State {
-    pub(super) parser: vt100::Parser<Recorder>,
+    pub(super) parser: Emulator,
     pub(super) run: Run,
     /// The hidden main screen while the alternate screen shows.
     pub(super) main_snapshot: Option<MainSnapshot>,
@@ -144,10 +145,10 @@ impl State {
             let continued = u64::from(rec.tail_wrapped() && !snapshot.lines.is_empty());
             return base + snapshot.lines.len() as u64 - continued;
         }
-        let screen = self.parser.screen();
-        let Some(last) = last_content_row(screen) else {
+        let Some(last) = self.parser.last_content_row() else {
             return base;
         };
+        let screen = self.parser.screen();
         let mut lines = base;
         for r in 0..=last {
             let continues = if r == 0 {
@@ -246,10 +247,10 @@ impl State {
     /// rendering only their rows: a viewport is usually the screen's last few lines, and
     /// rendering all rows for it was the largest cost of settling a send.
     pub(super) fn screen_lines_range(&self, first: usize, last: usize) -> Vec<String> {
-        let screen = self.parser.screen();
-        let Some(last_row) = last_content_row(screen) else {
+        let Some(last_row) = self.parser.last_content_row() else {
             return Vec::new();
         };
+        let screen = self.parser.screen();
         let height = screen.size().0.get();
         // The row each logical line starts on, joined as `logical_lines` joins them.
         let mut starts = Vec::new();
@@ -294,7 +295,7 @@ impl State {
     pub(super) fn screen_lines(&self) -> Vec<String> {
         // Down to the last row `total_lines` counts (a row of spaces counts, and reads as an
         // empty line), so a page never names a line it does not hold.
-        match last_content_row(self.parser.screen()) {
+        match self.parser.last_content_row() {
             Some(last) => self.logical_lines(last + 1),
             None => Vec::new(),
         }
@@ -328,24 +329,4 @@ impl State {
         }
         lines
     }
-}
-
-/// Whether a cell shows anything: text, or a coloured blank.
-fn shows(cell: &vt100::Cell) -> bool {
-    cell.has_contents() || cell.bgcolor() != vt100::Color::Default
-}
-
-/// Whether rows `from..` of `screen` are all blank (no text, no coloured blanks). Stops at the
-/// first cell that shows something, so a cursor row with text costs one look.
-pub(super) fn blank_from(screen: &vt100::Screen, from: u16) -> bool {
-    let (rows, cols) = screen.size();
-    (from..rows.get()).all(|r| (0..cols.get()).all(|c| !screen.cell(r, c).is_some_and(shows)))
-}
-
-/// The last row with any content (text or coloured blanks), if any.
-pub(super) fn last_content_row(screen: &vt100::Screen) -> Option<u16> {
-    let (rows, cols) = screen.size();
-    (0..rows.get())
-        .rev()
-        .find(|&r| (0..cols.get()).any(|c| screen.cell(r, c).is_some_and(shows)))
 }
