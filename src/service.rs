@@ -193,7 +193,7 @@ impl Terminals {
         }
         self.registry.insert(reservation, handle.clone());
         Ok(pb::open_response(
-            self.info(&handle),
+            info(&handle),
             &ready.motd,
             not_kept.as_deref(),
             cap,
@@ -394,34 +394,19 @@ impl Terminals {
         Ok(pb::close_response(id, pb::CloseOutcome::Closed))
     }
 
-    fn list(&self, req: pb::ListRequest) -> Result<pb::ListResponse> {
+    async fn list(&self, req: pb::ListRequest) -> Result<pb::ListResponse> {
         validate::agent_id(&req.agent_id)?;
-        let sessions = self
-            .registry
-            .list(&req.agent_id)
-            .iter()
-            .map(|h| self.info(h))
-            .collect();
+        let handles = self.registry.list(&req.agent_id);
+        // Three /proc reads a session: on the blocking pool, so that an agent listing many
+        // sessions does not hold up every other session's answers on the runtime's one thread.
+        let sessions = tokio::task::spawn_blocking(move || handles.iter().map(info).collect())
+            .await
+            .map_err(|e| Error::Internal(format!("listing the sessions failed: {e}")))?;
         Ok(pb::list_response(sessions))
     }
 
     fn types(&self) -> pb::TypesResponse {
         pb::types_response(&self.config.types)
-    }
-
-    /// The SessionInfo of `handle`, with cwd and foreground read live from /proc.
-    fn info(&self, handle: &SessionHandle) -> pb::SessionInfo {
-        let state = handle.state();
-        let pid = handle.pid as i32;
-        let running = state.status == Status::Running;
-        let cwd = crate::process::procfs::cwd(pid)
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        let foreground = crate::process::procfs::tpgid(pid)
-            .filter(|&fg| running && fg != pid)
-            .and_then(crate::process::procfs::comm)
-            .unwrap_or_default();
-        pb::session_info(handle, state, cwd, foreground)
     }
 
     /// Serves every session a previous daemon left in the state directory under its id and
@@ -574,7 +559,7 @@ impl pb::terminals_server::Terminals for Terminals {
 
     async fn list(&self, request: Request<pb::ListRequest>) -> RpcResult<pb::ListResponse> {
         let req = request.into_inner();
-        finish("List", &req.agent_id, "", self.list(req.clone()))
+        finish("List", &req.agent_id, "", self.list(req.clone()).await)
     }
 
     type WatchStream = BoxStream<pb::WatchEvent>;
@@ -631,4 +616,19 @@ impl pb::terminals_server::Terminals for Terminals {
         let (agent, id) = (req.agent_id.clone(), req.session_id.clone());
         finish("Search", &agent, &id, self.search(req).await)
     }
+}
+
+/// The SessionInfo of `handle`, with cwd and foreground read live from /proc.
+fn info(handle: &SessionHandle) -> pb::SessionInfo {
+    let state = handle.state();
+    let pid = handle.pid as i32;
+    let running = state.status == Status::Running;
+    let cwd = crate::process::procfs::cwd(pid)
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let foreground = crate::process::procfs::tpgid(pid)
+        .filter(|&fg| running && fg != pid)
+        .and_then(crate::process::procfs::comm)
+        .unwrap_or_default();
+    pb::session_info(handle, state, cwd, foreground)
 }

@@ -79,11 +79,16 @@ pub fn reap_adopted() -> usize {
     };
     let watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
     let mut reaped = 0;
-    for child in procfs::children(me) {
+    // The watched ones are passed over without a look in /proc: they are most of the children (every
+    // session's helper), and this runs on every SIGCHLD.
+    for child in procfs::children(me)
+        .into_iter()
+        .filter(|child| !watched.contains(child))
+    {
         let Some(stat) = procfs::stat(child) else {
             continue;
         };
-        if watched.contains(&child) || stat.state != 'Z' || stat.sid == own_sid {
+        if stat.state != 'Z' || stat.sid == own_sid {
             continue;
         }
         if let Ok(status) = waitpid(Pid::from_raw(child), Some(WaitPidFlag::WNOHANG))

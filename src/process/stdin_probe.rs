@@ -81,11 +81,10 @@ pub struct Reader {
     pub is_shell: bool,
 }
 
-/// Looks for a process in the terminal's foreground group blocked reading the terminal
+/// Looks for a process in the terminal's foreground group `fg` blocked reading the terminal
 /// `tty` (a `/dev/pts/N` path). `password_mode` is the termios fallback for processes whose
 /// `/proc` entries are hidden (setuid): line mode on and echo off.
-pub fn terminal_reader(shell: i32, tty: &str, password_mode: bool) -> Option<Reader> {
-    let fg = procfs::tpgid(shell)?;
+pub fn terminal_reader(shell: i32, fg: i32, tty: &str, password_mode: bool) -> Option<Reader> {
     for pid in foreground_members(shell, fg) {
         if procfs::state(pid) != Some('S') {
             continue;

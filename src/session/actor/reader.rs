@@ -73,7 +73,10 @@ impl Actor {
             use nix::sys::termios::LocalFlags;
             t.local_flags.contains(LocalFlags::ICANON) && !t.local_flags.contains(LocalFlags::ECHO)
         });
-        crate::process::stdin_probe::terminal_reader(self.pty.pid() as i32, tty, password_mode)
+        // The group from the master (one ioctl), not from /proc/<shell>/stat: this runs at
+        // every settle of a running command.
+        let fg = self.pty.foreground_pgid()?;
+        crate::process::stdin_probe::terminal_reader(self.pty.pid() as i32, fg, tty, password_mode)
     }
 
     /// Whether `input` would only be typed ahead (docs/api.md): text, not only control
