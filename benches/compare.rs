@@ -740,6 +740,13 @@ fn find_mark(carry: &[u8], chunk: &[u8], mark: &[u8]) -> Option<usize> {
     find(chunk, mark).map(|p| p + mark.len())
 }
 
+/// The stdin probe as a floor's poll runs it, with the foreground group from /proc (the floor
+/// holds no master to ask; the daemon asks its master).
+fn floor_terminal_reader(pid: i32, tty: &str) -> Option<ptyd::process::stdin_probe::Reader> {
+    let fg = ptyd::process::procfs::tpgid(pid)?;
+    ptyd::process::stdin_probe::terminal_reader(pid, fg, tty, false)
+}
+
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     let mut from = 0;
     while let Some(p) = hay[from..].iter().position(|b| *b == needle[0]) {
@@ -1266,9 +1273,7 @@ fn case_stdin(setup: &Setup, rows: &mut Vec<Row>) {
         std::hint::black_box(ptyd::process::stdin_probe::task_switches(raw.pid));
         snap.push(ms(t0.elapsed()));
         let t0 = Instant::now();
-        std::hint::black_box(ptyd::process::stdin_probe::terminal_reader(
-            raw.pid, &raw.tty, false,
-        ));
+        std::hint::black_box(floor_terminal_reader(raw.pid, &raw.tty));
         probe.push(ms(t0.elapsed()));
     }
     rows.push(Row::info(
@@ -1303,8 +1308,7 @@ fn case_stdin(setup: &Setup, rows: &mut Vec<Row>) {
                     loop {
                         std::thread::sleep(FLOOR_POLL);
                         let found =
-                            ptyd::process::stdin_probe::terminal_reader(session_pid, &tty, false)
-                                .is_some_and(|r| !r.is_shell);
+                            floor_terminal_reader(session_pid, &tty).is_some_and(|r| !r.is_shell);
                         if found {
                             break t0.elapsed();
                         }
@@ -1333,8 +1337,7 @@ fn case_stdin(setup: &Setup, rows: &mut Vec<Row>) {
                 std::thread::sleep(FLOOR_POLL);
                 raw.drain_now(&mut seen);
                 let started = find(&seen, MARK_C).is_some();
-                let found = ptyd::process::stdin_probe::terminal_reader(raw.pid, &raw.tty, false)
-                    .is_some_and(|r| r.is_shell);
+                let found = floor_terminal_reader(raw.pid, &raw.tty).is_some_and(|r| r.is_shell);
                 if started && found {
                     break t0.elapsed();
                 }
