@@ -115,18 +115,8 @@ impl Terminals {
         let mut fragment = format!("code={}", access.mint_code(std::time::Instant::now()));
         if !req.session_id.is_empty() {
             self.session(&req.agent_id, &req.session_id)?;
-            let encoded = |v: &str| -> String {
-                v.bytes()
-                    .map(|b| match b {
-                        b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
-                            char::from(b).to_string()
-                        }
-                        b => format!("%{b:02X}"),
-                    })
-                    .collect()
-            };
-            let session = format!("{}/{}", req.agent_id, req.session_id);
-            fragment.push_str(&format!("&s={}", encoded(&session)));
+            fragment.push('&');
+            fragment.push_str(&session_fragment(&req.agent_id, &req.session_id));
         }
         let url = format!("{url}#{fragment}");
         let expires_in_s = crate::web::CODE_LIFETIME.as_secs() as u32;
@@ -135,6 +125,13 @@ impl Terminals {
             url,
             expires_in_s,
         })
+    }
+
+    /// The page's address opened on session `id` of `agent`, with no sign-in code, when the
+    /// page is served.
+    fn page_of(&self, agent: &str, id: &str) -> Option<String> {
+        let (_, url) = self.web.get()?;
+        Some(format!("{url}#{}", session_fragment(agent, id)))
     }
 
     /// Every agent's sessions (the web page lists them all: a person acts for any agent).
@@ -202,7 +199,8 @@ impl Terminals {
 
     async fn send(&self, req: pb::SendRequest) -> Result<pb::SendResponse> {
         let handle = self.session(&req.agent_id, &req.session_id)?;
-        let input = send_input(&req)?;
+        let mut input = send_input(&req)?;
+        input.web_page = self.page_of(&req.agent_id, &req.session_id);
         let wait = background_wait(&req)?;
         if !req.run_in_background {
             return Ok(handle.send(input).await?.into());
@@ -243,7 +241,8 @@ impl Terminals {
                 "run_in_background is not allowed with SendStream; use Send for background jobs",
             ));
         }
-        let input = send_input(&req)?;
+        let mut input = send_input(&req)?;
+        input.web_page = self.page_of(&req.agent_id, &req.session_id);
         let (chunks_tx, mut chunks) = mpsc::channel::<Vec<u8>>(STREAM_CHUNKS);
         let (events_tx, events) = mpsc::channel(STREAM_CHUNKS);
         tokio::spawn(async move {
@@ -488,7 +487,22 @@ fn send_input(req: &pb::SendRequest) -> Result<SendInput> {
         idle: Duration::from_millis(u64::from(idle)),
         max_result_bytes,
         typeahead: req.typeahead,
+        web_page: None,
     })
+}
+
+/// `s=agent%2Ft1`: the page's fragment that opens on session `id` of `agent`.
+fn session_fragment(agent: &str, id: &str) -> String {
+    let encoded: String = format!("{agent}/{id}")
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                char::from(b).to_string()
+            }
+            b => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("s={encoded}")
 }
 
 #[tonic::async_trait]

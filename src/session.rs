@@ -87,6 +87,10 @@ pub struct SendInput {
     /// Text for a command that still runs is held until the shell's next prompt instead of
     /// refused (docs/api.md).
     pub typeahead: bool,
+    /// The web page's address for this session, when the daemon serves one: a wait at a
+    /// password prompt names it beside `ptyd attach` (without a sign-in code: the line goes to
+    /// the model, and a person signs in on the page).
+    pub web_page: Option<String>,
 }
 
 impl SendInput {
@@ -317,6 +321,7 @@ fn resumed_wait(wait: Option<(i64, u64)>) -> SendInput {
         max_result_bytes: crate::validate::DEFAULT_MAX_RESULT_BYTES,
         // An empty wait types nothing, so there is nothing to hold for a prompt.
         typeahead: false,
+        web_page: None,
     }
 }
 

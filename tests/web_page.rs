@@ -2,7 +2,8 @@
 //! Selenium with Debian's chromedriver): the token and the `Host`/`Origin` checks over plain
 //! HTTP, then the page opened with a one-time link (`WebLink`) showing the session's screen as Read gives it,
 //! a screenshot whose red cells are where the session printed them, and the keyboard taken,
-//! typed on (a command runs; the agent is refused meanwhile) and released.
+//! typed on (a command runs; the agent is refused meanwhile) and released; then a password
+//! prompt whose wait line names the page, answered there.
 
 mod support;
 
@@ -240,6 +241,25 @@ async fn the_web_page_shows_the_screen_and_lets_a_person_type() {
         let (fr, rendered) = send_with(&mut c, wait).await;
         assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{rendered}");
         assert!(rendered.contains("[a person typed in this session"), "{rendered}");
+
+        // A password prompt: the agent's wait line names the page on this session (no sign-in
+        // code: the line goes to the model), and the person answers the prompt there.
+        let (fr, rendered) = send_with(
+            &mut c,
+            send_request(A, &sid, "read -rs secret && echo \"got ${#secret} bytes\""),
+        )
+        .await;
+        assert_eq!(fr.wait_reason(), WaitReason::StdinRead, "{rendered}");
+        assert!(fr.input_hidden, "{rendered}");
+        let page_on_session = format!(", or on the web page http://{address}/#s={A}%2F{sid})]");
+        assert!(rendered.contains(&page_on_session), "{rendered}");
+        assert!(!rendered.contains("code="), "{rendered}");
+        browser.step("take").await;
+        wait_for_info(&mut c, A, &sid, "attached", |i| !i.attached.is_empty()).await;
+        browser.step("type hunter2\\n").await;
+        browser.wait_line("the prompt took the password", "got 7 bytes").await;
+        browser.step("release").await;
+        wait_for_info(&mut c, A, &sid, "released", |i| i.attached.is_empty()).await;
         browser.quit().await;
         drop(c);
         terminate(daemon).await;

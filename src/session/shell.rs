@@ -818,6 +818,7 @@ mod tests {
             idle: Duration::from_secs(5),
             max_result_bytes: 65536,
             typeahead: false,
+            web_page: None,
         }
     }
 

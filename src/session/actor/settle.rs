@@ -166,7 +166,7 @@ impl Actor {
         }
         let notes = Notes {
             hidden_input: (reason == WaitReason::StdinRead && self.pty.input_hidden())
-                .then(|| self.how_a_person_answers()),
+                .then(|| self.how_a_person_answers(a.input.web_page.as_deref())),
             person_typed: self.keyboard.take_note(),
         };
         let (outcome, end, end_line) = a.outcome(
@@ -182,10 +182,14 @@ impl Actor {
         self.end_send(a.settle(outcome));
     }
 
-    /// What a person runs to type into this session: `ptyd attach t1`, with the owner named
-    /// when it is not the CLI's own agent.
-    fn how_a_person_answers(&self) -> String {
-        crate::session::attach_command(&self.spec.id, &self.spec.owner)
+    /// How a person types into this session: `ptyd attach t1` (the owner named when it is not
+    /// the CLI's own agent), and the web page's address for it when one is served.
+    fn how_a_person_answers(&self, web_page: Option<&str>) -> String {
+        let attach = crate::session::attach_command(&self.spec.id, &self.spec.owner);
+        match web_page {
+            Some(page) => format!("{attach}, or on the web page {page}"),
+            None => attach,
+        }
     }
 
     /// Records a job's end (a kill in progress hears how it ended) and publishes that the
