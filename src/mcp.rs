@@ -13,6 +13,7 @@
 //! - `http`: streamable HTTP behind the bearer-token and `Origin` guard.
 
 mod daemon;
+mod elicit;
 mod http;
 mod http_sessions;
 mod params;

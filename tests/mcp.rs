@@ -1097,6 +1097,81 @@ async fn a_call_after_the_daemon_went_away_reconnects() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Passwords: a person types them, and nothing about them reaches the model
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_prompt_sends_the_user_to_the_web_page_when_the_client_can() {
+    use std::os::unix::fs::PermissionsExt;
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-mcp-elicit-")
+            .tempdir()
+            .unwrap();
+        let token_file = dir.path().join("web-token");
+        std::fs::write(&token_file, "a-web-token-for-the-test\n").unwrap();
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let address = format!("127.0.0.1:{}", support::spawned::free_port());
+        let tf = token_file.display().to_string();
+        let (daemon, socket) = support::spawned::spawn_daemon(
+            dir.path(),
+            &["--web", &address, "--web-token-file", &tf],
+            &[],
+        )
+        .await;
+        // (what the client answers, or None for a client without URL-mode elicitation; the
+        // line the model reads under the wait line)
+        let cases = [
+            (
+                Some("accept"),
+                Some("[your user was sent to the web page to type it; an empty send waits for the command]"),
+            ),
+            (Some("decline"), Some("[your user declined to type it on the web page]")),
+            (None, None),
+        ];
+        for (answer, told) in cases {
+            let mut mcp = match answer {
+                Some(a) => Bridge::stdio_env(&[], &socket, &[("MCP_ELICITATION", Path::new(a))]).await,
+                None => Bridge::stdio(&[], &socket).await,
+            };
+            let session = mcp.open().await;
+            let result = mcp
+                .send(&session, "read -rs secret && echo \"got ${#secret}\"")
+                .await;
+            let shown = text(&result);
+            assert!(shown.contains("(input hidden: a password prompt;"), "{answer:?}: {shown}");
+            assert!(shown.contains(&format!("on the web page http://{address}/#s=")), "{shown}");
+            assert!(!shown.contains("code="), "no sign-in code reaches the model: {shown}");
+            let asked: Vec<Value> = mcp
+                .wire()
+                .filter(|m| m["method"] == "elicitation/create")
+                .cloned()
+                .collect();
+            match told {
+                Some(line) => {
+                    assert!(shown.ends_with(line), "{answer:?}: {shown}");
+                    assert_eq!(asked.len(), 1, "one request: {asked:?}");
+                    let params = &asked[0]["params"];
+                    assert_eq!(params["mode"], "url", "{params}");
+                    let url = params["url"].as_str().unwrap();
+                    assert!(url.starts_with(&format!("http://{address}/#code=")), "{url}");
+                    assert!(url.ends_with(&format!("%2F{session}")), "opened on the session: {url}");
+                    let message = params["message"].as_str().unwrap();
+                    assert!(message.contains(&session), "{message}");
+                }
+                None => {
+                    assert!(asked.is_empty(), "not asked without the capability: {asked:?}");
+                    assert!(!shown.contains("your user"), "{shown}");
+                }
+            }
+            mcp.call("terminal_close", json!({"session_id": session})).await;
+            mcp.close_client().await;
+        }
+        support::spawned::terminate(daemon).await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
 // What the model receives (text by default), the default terminal, signals, protocol revisions
 
 #[tokio::test]

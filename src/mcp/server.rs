@@ -8,6 +8,7 @@
 //! reservation as a gRPC caller hanging up does.
 
 use super::daemon::Link;
+use super::elicit;
 use super::params::{self, BadParams};
 use super::progress::{self, Reporter};
 use super::results;
@@ -340,9 +341,12 @@ impl Terminals {
             session_id: session_id.clone(),
             opened,
         });
-        let room = naming.as_ref().map_or(0, SessionNaming::room);
+        // A password prompt may be handed to the client's user (elicit.rs): room for its line.
+        let may_elicit = !background && elicit::supported(context);
+        let room = naming.as_ref().map_or(0, SessionNaming::room)
+            + if may_elicit { elicit::ROOM } else { 0 };
         let request = pb::SendRequest {
-            agent_id,
+            agent_id: agent_id.clone(),
             session_id: session_id.clone(),
             text: args.text.clone().unwrap_or_default(),
             submit: Some(args.submit()),
@@ -364,11 +368,43 @@ impl Terminals {
             _ => client.send(request).await?.into_inner(),
         };
         drop(flight);
-        let rendered = match naming {
+        let mut rendered = match naming {
             Some(naming) => naming.apply(&response.rendered, cap),
             None => response.rendered.clone(),
         };
+        let input_hidden = matches!(&response.result,
+            Some(pb::send_response::Result::Foreground(f)) if f.input_hidden);
+        if may_elicit
+            && input_hidden
+            && let Some(url) = self.page_link(&mut client, &agent_id, &session_id).await
+        {
+            rendered.push('\n');
+            rendered.push_str(elicit::ask(context, &session_id, url).await);
+        }
         Ok(self.success(rendered, &results::SendResult::new(&session_id, &response)))
+    }
+
+    /// A one-time link to the daemon's web page opened on the session, when it serves one.
+    async fn page_link(
+        &self,
+        client: &mut Daemon,
+        agent_id: &str,
+        session_id: &str,
+    ) -> Option<String> {
+        let link = client
+            .web_link(pb::WebLinkRequest {
+                agent_id: agent_id.to_owned(),
+                session_id: session_id.to_owned(),
+            })
+            .await;
+        match link {
+            Ok(link) => Some(link.into_inner().url),
+            Err(status) => {
+                // FAILED_PRECONDITION: no page is served; the wait line names ptyd attach.
+                tracing::debug!(error = %status.message(), "no web page to send the user to");
+                None
+            }
+        }
     }
 
     async fn read(&self, args: params::ReadArgs, agent_id: String) -> Outcome {

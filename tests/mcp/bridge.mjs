@@ -14,7 +14,9 @@
 //!   the MCP session with DELETE), `{"op":"close"}` (closes the transport: stdin of the server
 //!   ends).
 //! - environment: `MCP_PROTOCOL_VERSION` makes the client offer that revision in `initialize`
-//!   instead of the SDK's newest (the SDK speaks each revision it lists as supported).
+//!   instead of the SDK's newest (the SDK speaks each revision it lists as supported);
+//!   `MCP_ELICITATION=accept|decline` declares URL-mode elicitation and answers each request so
+//!   (each one is an `elicit {params}` event first).
 //! - stdout, one event a line, each with `t` (ms since start): `connected {pid}`, `wire {message}`
 //!   for every message the server sent, `progress {id, progress, message}`, `response {id,
 //!   result|error}`, `stderr {line}`, `closed`.
@@ -22,7 +24,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolResultSchema, ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import readline from "node:readline";
 
@@ -78,7 +80,17 @@ if (offered) {
   };
 }
 
-const client = new Client({ name: "ptyd-test-bridge", version: "1.0.0" });
+const elicitation = process.env.MCP_ELICITATION;
+const client = new Client(
+  { name: "ptyd-test-bridge", version: "1.0.0" },
+  elicitation ? { capabilities: { elicitation: { url: {} } } } : {},
+);
+if (elicitation) {
+  client.setRequestHandler(ElicitRequestSchema, async (request) => {
+    emit({ event: "elicit", params: request.params });
+    return { action: elicitation };
+  });
+}
 client.onerror = (error) => emit({ event: "client_error", error: errorOf(error) });
 try {
   await client.connect(transport);
