@@ -2,12 +2,14 @@
 //! Selenium with Debian's chromedriver): the token and the `Host`/`Origin` checks over plain
 //! HTTP, then the page opened with a one-time link (`WebLink`) showing the session's screen as Read gives it,
 //! a screenshot whose red cells are where the session printed them, and the keyboard taken,
-//! typed on (a command runs; the agent is refused meanwhile) and released; then a password
+//! typed on (a command runs; the agent is refused meanwhile; the last commands say who typed
+//! it) and released; then a password
 //! prompt whose wait line names the page, answered there.
 
 mod support;
 
 use ptyd::pb::{WaitReason, WebLinkRequest};
+use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use support::spawned::*;
@@ -193,7 +195,8 @@ async fn the_web_page_shows_the_screen_and_lets_a_person_type() {
             .await
             .expect_err("not that agent's session");
         assert_eq!(others.code(), Code::NotFound, "{others:?}");
-        let shot = dir.path().join("page.png");
+        // The screenshots stay where a person finds the last one (docs/web-page.png is one).
+        let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-page.png");
         let (mut browser, first) = Browser::open(&link.url, None, &shot).await;
         assert_eq!(first["cookie_visible_to_script"], false, "the cookie is HttpOnly");
         assert!(!first["url"].as_str().unwrap().contains("code="), "the code left the address bar: {first}");
@@ -234,6 +237,21 @@ async fn the_web_page_shows_the_screen_and_lets_a_person_type() {
         browser
             .wait_line("the person's command ran", "typed-in-browser")
             .await;
+        // The page lists the session's last commands, saying who typed each.
+        let recent = browser.step("commands echo typed-in-browser").await;
+        let lines: Vec<&str> = recent["commands"]
+            .as_array()
+            .expect("the command lines")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let line_of = |text: &str| lines.iter().find(|l| l.contains(text)).copied();
+        let person = line_of("echo typed-in-browser").unwrap_or_else(|| panic!("{recent}"));
+        assert!(person.ends_with("(typed by a person)"), "{person}");
+        let agent = line_of("clear; printf").unwrap_or_else(|| panic!("{recent}"));
+        assert!(!agent.contains("(typed by a person)"), "{agent}");
+        // The page as a person holding the keyboard sees it, for docs/web-page.png.
+        browser.step("shot 0 0").await;
         browser.step("release").await;
         wait_for_info(&mut c, A, &sid, "released", |i| i.attached.is_empty()).await;
         let mut wait = send_request(A, &sid, "");
@@ -258,6 +276,8 @@ async fn the_web_page_shows_the_screen_and_lets_a_person_type() {
         wait_for_info(&mut c, A, &sid, "attached", |i| !i.attached.is_empty()).await;
         browser.step("type hunter2\\n").await;
         browser.wait_line("the prompt took the password", "got 7 bytes").await;
+        let recent = browser.step("commands read -rs secret").await;
+        assert!(!recent.to_string().contains("hunter2"), "the secret is not listed: {recent}");
         browser.step("release").await;
         wait_for_info(&mut c, A, &sid, "released", |i| i.attached.is_empty()).await;
         browser.quit().await;

@@ -3,7 +3,7 @@
 //! `Host` or `Origin`:
 //!
 //! - `POST /api/sign-in` `{"code"}` or `{"token"}`: sets the browser's cookie.
-//! - `GET /api/sessions`: every agent's sessions.
+//! - `GET /api/sessions`: every agent's sessions, each with its last commands.
 //! - `GET /api/sessions/{agent}/{id}/events`: the screen as server-sent events (`hello` names
 //!   the viewer, then a `screen` event each time it changes, at most every `FRAME_INTERVAL`).
 //! - `POST /api/sessions/{agent}/{id}/keyboard` `{"viewer", "take"}`: take or release the
@@ -16,7 +16,7 @@
 use super::access::{Access, Refusal};
 use super::screen_html;
 use crate::service::{Held, Terminals};
-use crate::session::{SessionHandle, status_text};
+use crate::session::{CommandsQuery, SessionHandle, status_text};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -32,6 +32,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
+/// The commands the page lists for each session, newest last.
+const RECENT_COMMANDS: u64 = 5;
+/// The cap on those commands' rendered lines, together.
+const RECENT_COMMANDS_BYTES: usize = 8 * 1024;
 /// The page: HTML, its style and script in one file, no outside resources.
 const PAGE: &str = include_str!("page.html");
 /// The shortest time between two screens sent to a viewer: a flood is shown at 20 frames a
@@ -219,12 +223,45 @@ async fn sessions(State(page): State<Shared>, headers: HeaderMap) -> Answer {
             &b.spec.id,
         ))
     });
-    let list: Vec<Value> = all.iter().map(session_json).collect();
+    let mut list: Vec<Value> = Vec::with_capacity(all.len());
+    for handle in &all {
+        let mut session = session_json(handle);
+        session["commands"] = recent_commands(handle).await;
+        list.push(session);
+    }
     Ok((
         [(header::CONTENT_TYPE, "application/json")],
         json!({ "sessions": list }).to_string(),
     )
         .into_response())
+}
+
+/// The session's last commands as its records give them (none for a session without them,
+/// or one that ended meanwhile).
+async fn recent_commands(handle: &SessionHandle) -> Value {
+    let query = CommandsQuery {
+        offset: 0,
+        count: RECENT_COMMANDS,
+        max_result_bytes: RECENT_COMMANDS_BYTES,
+    };
+    let commands = handle
+        .commands(query)
+        .await
+        .map(|page| page.commands)
+        .unwrap_or_default();
+    commands
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "command": c.command,
+                "exit_code": c.exit_code,
+                "running": c.ended_unix_ms.is_none() && !c.refused,
+                "typed_by": c.typed_by,
+                "rendered": c.rendered,
+            })
+        })
+        .collect()
 }
 
 /// Removes a viewer (and with it any hold on the keyboard) when its stream ends.

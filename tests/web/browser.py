@@ -5,6 +5,8 @@ stdin, performs a step and prints its JSON answer:
 
   text            the screen's text, rows joined by newlines, trailing blanks trimmed
   wait_line LINE  waits (20 s at most) until a row reads LINE; then the screen's text
+  commands TEXT   waits (20 s at most) until a line of "Last commands" contains TEXT; then
+                  those lines
   take / release  clicks "Take keyboard" / "Release keyboard"
   type TEXT       types TEXT (\\n as Enter) into the screen
   shot R C        a screenshot; the colour at the centre of row R, column C
@@ -52,6 +54,13 @@ def main():
                 except TimeoutException:
                     pass
                 answer({"text": screen_text(driver)})
+            elif verb == "commands":
+                try:
+                    WebDriverWait(driver, 20).until(
+                        lambda d: any(rest in line for line in command_lines(d)))
+                except TimeoutException:
+                    pass
+                answer({"commands": command_lines(driver)})
             elif verb in ("take", "release"):
                 button = driver.find_element(By.ID, verb)
                 WebDriverWait(driver, 30).until(lambda d: button.is_displayed() and button.is_enabled())
@@ -90,6 +99,11 @@ def screen_text(driver):
     while lines and not lines[-1]:
         lines.pop()
     return "\n".join(lines)
+
+
+def command_lines(driver):
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#commands li')].map(li => li.textContent)")
 
 
 def shot(driver, path, row, col):
