@@ -12,34 +12,14 @@ use ptyd::pb::{WaitReason, WebLinkRequest};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
+use support::http::http;
 use support::spawned::*;
 use support::*;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tonic::Code;
 
 const A: &str = "web-agent";
 const TOKEN: &str = "web-token-for-the-test";
-
-/// One HTTP/1.1 request to the page; its status and body.
-async fn http(address: &str, request_head: &str, body: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(address)
-        .await
-        .expect("connect to the page");
-    let request = format!(
-        "{request_head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    let status = answer
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("an HTTP answer: {answer:?}"));
-    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, body.to_owned())
-}
 
 /// The browser script, driven a step at a time.
 struct Browser {
