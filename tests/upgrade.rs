@@ -454,6 +454,84 @@ async fn the_tcp_listener_is_handed_over_and_the_token_file_read_again() {
     .await;
 }
 
+/// `--web` survives the upgrade on the same listener: a page asked for on port 0 keeps its port
+/// (so the links already handed out stay valid), the token file is read again, and `WebLink`
+/// knows the page in the new image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_page_listener_is_handed_over() {
+    timed(async {
+        let daemon = Installed::start_with("", |dir| {
+            let token = dir.join("web-token");
+            std::fs::write(&token, "first-web-token\n").unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+            ["--web", "127.0.0.1:0", "--web-token-file"]
+                .map(String::from)
+                .into_iter()
+                .chain([token.display().to_string()])
+                .collect()
+        })
+        .await;
+        daemon.wait_log("web page on http://", 1).await;
+        let address = daemon
+            .log()
+            .split("web page on http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .expect("the log names the page's address")
+            .to_owned();
+        let sessions_with = |token: &'static str| {
+            let address = address.clone();
+            async move {
+                let head = format!(
+                    "GET /api/sessions HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}"
+                );
+                support::http::http(&address, &head, "").await.0
+            }
+        };
+        assert_eq!(sessions_with("first-web-token").await, 200);
+
+        std::fs::write(daemon.dir.path().join("web-token"), "second-web-token\n").unwrap();
+        let marker = format!("ptyd-web-{}", nonce());
+        daemon.replace_binary(&rebuilt(&marker));
+        daemon.sighup();
+        let pid = daemon.pid();
+        wait_until(PROCESS_DEADLINE, "the daemon runs the new binary", || {
+            let marker = marker.clone();
+            async move { runs_marker(pid, &marker) }
+        })
+        .await;
+        daemon.wait_log("web page on http://", 2).await;
+        assert_eq!(
+            daemon
+                .log()
+                .matches(&format!("web page on http://{address}/"))
+                .count(),
+            2,
+            "the same address after the upgrade: {}",
+            daemon.log()
+        );
+        assert_eq!(sessions_with("second-web-token").await, 200);
+        assert_eq!(sessions_with("first-web-token").await, 401);
+        let link = daemon
+            .client()
+            .await
+            .web_link(ptyd::pb::WebLinkRequest {
+                agent_id: "cli".into(),
+                session_id: String::new(),
+            })
+            .await
+            .expect("WebLink after the upgrade")
+            .into_inner();
+        assert!(
+            link.url.starts_with(&format!("http://{address}/#code=")),
+            "{link:?}"
+        );
+        daemon.terminate().await;
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Acceptance 2: five sessions of two agents through an upgrade in place
 

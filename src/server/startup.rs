@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use tokio::net::UnixListener;
 
@@ -47,9 +48,16 @@ pub async fn run(options: ServeOptions) -> Result<()> {
     let shutdown = termination()?;
     let hangups = upgrade::hangups()?;
     upgrade::unblock_signals()?;
-    let (unix, tcp, bound) = listeners(&options).await?;
-    let served = match web_listener(&options).await {
-        Ok(web) => match Upgrade::prepare(hangups, &unix, tcp.as_ref().map(|t| &t.listener)) {
+    let mut inherited = upgrade::inherited()?;
+    let inherited_web = inherited.as_mut().and_then(|i| i.web.take());
+    let (unix, tcp, bound) = listeners(&options, inherited).await?;
+    let served = match web_listener(&options, inherited_web).await {
+        Ok(web) => match Upgrade::prepare(
+            hangups,
+            &unix,
+            tcp.as_ref().map(|t| &t.listener),
+            web.as_ref().map(|w| &w.listener),
+        ) {
             Ok(upgrades) => {
                 super::serve_with(unix, tcp, web, config, shutdown, Some(upgrades)).await
             }
@@ -107,16 +115,24 @@ pub(crate) fn termination() -> Result<impl Future<Output = ()> + Send + 'static>
 /// The listeners `options` ask for: the ones the previous image handed over (after an upgrade
 /// in place), else the socket systemd passed (socket activation), else one bound at the socket
 /// The web page's listener and token, when `--web` asks for one.
-async fn web_listener(options: &ServeOptions) -> Result<Option<crate::web::WebServing>> {
+async fn web_listener(
+    options: &ServeOptions,
+    inherited: Option<OwnedFd>,
+) -> Result<Option<crate::web::WebServing>> {
     let (Some(address), Some(token_file)) = (options.web, &options.web_token_file) else {
         return Ok(None);
     };
     let token = read_token_file(token_file)?;
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .map_err(Error::io(format!(
-            "listening for the web page on {address}"
-        )))?;
+    let listener = match inherited {
+        // After an upgrade in place: the same listener, so the page's links stay valid and no
+        // browser finds the port closed meanwhile.
+        Some(fd) => tcp_listener_from(fd)?,
+        None => tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(Error::io(format!(
+                "listening for the web page on {address}"
+            )))?,
+    };
     let bound = listener.local_addr().unwrap_or(address);
     eprintln!(
         "ptyd: web page on {} (sign in with `ptyd web-link` or the web token)",
@@ -125,25 +141,33 @@ async fn web_listener(options: &ServeOptions) -> Result<Option<crate::web::WebSe
     Ok(Some(crate::web::WebServing { listener, token }))
 }
 
+/// A handed-over TCP listener, registered with the runtime.
+fn tcp_listener_from(fd: OwnedFd) -> Result<tokio::net::TcpListener> {
+    let listener = std::net::TcpListener::from(fd);
+    listener
+        .set_nonblocking(true)
+        .map_err(Error::io("making a handed-over TCP listener non-blocking"))?;
+    tokio::net::TcpListener::from_std(listener)
+        .map_err(Error::io("registering a handed-over TCP listener"))
+}
+
 /// path (announced on stderr); and the TCP listener with its token when `listen_tcp` and
 /// `token_file` are both given (the token file is read again after an upgrade). The third is
 /// the socket path when this call bound it (and so may remove it when starting fails).
 pub(crate) async fn listeners(
     options: &ServeOptions,
+    inherited: Option<upgrade::Inherited>,
 ) -> Result<(UnixListener, Option<TcpServing>, Option<PathBuf>)> {
-    if let Some((unix, tcp)) = upgrade::inherited()? {
+    if let Some(upgrade::Inherited { unix, tcp, .. }) = inherited {
         tracing::info!("upgraded in place: serving the listeners the previous image handed over");
         let unix = UnixListener::from_std(unix).map_err(Error::io("registering the socket"))?;
         let tcp = match (options.listen_tcp, &options.token_file, tcp) {
             (Some(_), Some(token_file), Some(fd)) => {
                 let token = read_token_file(token_file)?;
-                let listener = std::net::TcpListener::from(fd);
-                listener.set_nonblocking(true).map_err(Error::io(
-                    "making the handed-over TCP listener non-blocking",
-                ))?;
-                let listener = tokio::net::TcpListener::from_std(listener)
-                    .map_err(Error::io("registering the handed-over TCP listener"))?;
-                Some(TcpServing { listener, token })
+                Some(TcpServing {
+                    listener: tcp_listener_from(fd)?,
+                    token,
+                })
             }
             _ => None,
         };
@@ -220,7 +244,7 @@ mod tests {
             token_file: Some(token_file.clone()),
             ..Default::default()
         };
-        let (unix, tcp, bound) = listeners(&options).await.expect("both listeners");
+        let (unix, tcp, bound) = listeners(&options, None).await.expect("both listeners");
         assert_eq!(bound.as_deref(), Some(socket.as_path()), "bound here");
         assert_eq!(
             unix.local_addr().unwrap().as_pathname(),
@@ -231,7 +255,7 @@ mod tests {
         assert!(tcp.listener.local_addr().unwrap().port() > 0);
 
         // A second daemon on the same socket is refused, naming the path.
-        let message = listeners(&options)
+        let message = listeners(&options, None)
             .await
             .err()
             .expect("refused")
@@ -245,10 +269,13 @@ mod tests {
         // A token file others can read is refused before anything listens on TCP.
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
         drop(unix);
-        let message = listeners(&ServeOptions {
-            socket: Some(dir.path().join("other.sock")),
-            ..options
-        })
+        let message = listeners(
+            &ServeOptions {
+                socket: Some(dir.path().join("other.sock")),
+                ..options
+            },
+            None,
+        )
         .await
         .err()
         .expect("refused")

@@ -43,21 +43,27 @@ pub(crate) struct Handover {
     pub(crate) unix: RawFd,
     /// The TCP listener of `--listen-tcp`, when there is one.
     pub(crate) tcp: Option<RawFd>,
+    /// The web page's listener of `--web`, when there is one.
+    pub(crate) web: Option<RawFd>,
 }
 
 impl Handover {
     /// The value of [`HANDOVER_ENV`] naming these descriptors.
     fn encode(self) -> String {
-        match self.tcp {
-            Some(tcp) => format!("unix={},tcp={tcp}", self.unix),
-            None => format!("unix={}", self.unix),
+        let mut value = format!("unix={}", self.unix);
+        for (name, fd) in [("tcp", self.tcp), ("web", self.web)] {
+            if let Some(fd) = fd {
+                value.push_str(&format!(",{name}={fd}"));
+            }
         }
+        value
     }
 
     /// Parses a value of [`HANDOVER_ENV`].
     fn parse(value: &str) -> std::result::Result<Handover, String> {
         let mut unix = None;
         let mut tcp = None;
+        let mut web = None;
         for part in value.split(',') {
             let (name, fd) = part
                 .split_once('=')
@@ -69,6 +75,7 @@ impl Handover {
             let slot = match name {
                 "unix" => &mut unix,
                 "tcp" => &mut tcp,
+                "web" => &mut web,
                 _ => return Err(format!("{part:?}: unknown listener {name:?}")),
             };
             if slot.replace(fd).is_some() {
@@ -76,16 +83,25 @@ impl Handover {
             }
         }
         let unix = unix.ok_or("no unix= listener")?;
-        if tcp == Some(unix) {
-            return Err("unix and tcp name the same descriptor".into());
+        let named = [Some(unix), tcp, web];
+        let named: Vec<RawFd> = named.into_iter().flatten().collect();
+        if (1..named.len()).any(|i| named[..i].contains(&named[i])) {
+            return Err("two listeners name the same descriptor".into());
         }
-        Ok(Handover { unix, tcp })
+        Ok(Handover { unix, tcp, web })
     }
 }
 
-/// The listeners a previous image of this process handed over, taken back (close-on-exec again,
-/// non-blocking); none when this image was not started by an upgrade.
-pub(crate) fn inherited() -> Result<Option<(std::os::unix::net::UnixListener, Option<OwnedFd>)>> {
+/// What a previous image of this process handed over.
+pub(crate) struct Inherited {
+    pub(crate) unix: std::os::unix::net::UnixListener,
+    pub(crate) tcp: Option<OwnedFd>,
+    pub(crate) web: Option<OwnedFd>,
+}
+
+/// The listeners a previous image of this process handed over, taken back (close-on-exec again;
+/// the Unix one non-blocking); none when this image was not started by an upgrade.
+pub(crate) fn inherited() -> Result<Option<Inherited>> {
     let Some(value) = std::env::var_os(HANDOVER_ENV) else {
         return Ok(None);
     };
@@ -114,7 +130,8 @@ pub(crate) fn inherited() -> Result<Option<(std::os::unix::net::UnixListener, Op
     unix.set_nonblocking(true)
         .map_err(Error::io("making the handed-over socket non-blocking"))?;
     let tcp = handover.tcp.map(take).transpose()?;
-    Ok(Some((unix, tcp)))
+    let web = handover.web.map(take).transpose()?;
+    Ok(Some(Inherited { unix, tcp, web }))
 }
 
 /// Unblocks the signals an upgrading image blocked for this one; a signal that arrived meanwhile
@@ -145,6 +162,7 @@ pub(crate) struct Upgrade {
     args: Vec<OsString>,
     unix: OwnedFd,
     tcp: Option<OwnedFd>,
+    web: Option<OwnedFd>,
     hangups: tokio::signal::unix::Signal,
 }
 
@@ -155,6 +173,7 @@ impl Upgrade {
         hangups: tokio::signal::unix::Signal,
         unix: &impl AsFd,
         tcp: Option<&impl AsFd>,
+        web: Option<&impl AsFd>,
     ) -> Result<Upgrade> {
         let args: Vec<OsString> = std::env::args_os().collect();
         let current =
@@ -179,6 +198,7 @@ impl Upgrade {
             args,
             unix: dup(unix)?,
             tcp: tcp.map(|t| dup(t)).transpose()?,
+            web: web.map(|w| dup(w)).transpose()?,
             hangups,
         })
     }
@@ -237,6 +257,13 @@ impl Upgrade {
         ))
     }
 
+    /// The listeners handed over.
+    fn listeners(&self) -> impl Iterator<Item = &OwnedFd> {
+        std::iter::once(&self.unix)
+            .chain(&self.tcp)
+            .chain(&self.web)
+    }
+
     /// Replaces the process with the binary; returns only the reason it could not.
     fn exec(&self) -> std::io::Error {
         let held = held_signals();
@@ -245,7 +272,7 @@ impl Upgrade {
         }
         let error = self.exec_with_signals_held();
         // Back to serving: the listeners close at the next exec of anything, and signals flow.
-        for fd in std::iter::once(&self.unix).chain(&self.tcp) {
+        for fd in self.listeners() {
             let _ = crate::process::fd::set_cloexec(fd);
         }
         let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&held), None);
@@ -256,6 +283,7 @@ impl Upgrade {
         let handover = Handover {
             unix: self.unix.as_raw_fd(),
             tcp: self.tcp.as_ref().map(|t| t.as_raw_fd()),
+            web: self.web.as_ref().map(|w| w.as_raw_fd()),
         };
         let c = |s: &OsStr| CString::new(s.as_bytes().to_vec());
         let Ok(path) = c(self.binary.as_os_str()) else {
@@ -281,7 +309,7 @@ impl Upgrade {
         tracing::info!(binary = %self.binary.display(), "re-executing in place");
         // Last, so that the window in which a process spawned by another thread would inherit
         // the listeners is as short as it can be.
-        for fd in std::iter::once(&self.unix).chain(&self.tcp) {
+        for fd in self.listeners() {
             if let Err(e) = crate::process::fd::clear_cloexec(fd) {
                 return e;
             }
@@ -348,9 +376,24 @@ mod tests {
         let both = Handover {
             unix: 5,
             tcp: Some(7),
+            web: None,
         };
-        let unix = Handover { unix: 9, tcp: None };
-        for handover in [both, unix] {
+        let all = Handover {
+            unix: 5,
+            tcp: Some(7),
+            web: Some(8),
+        };
+        let web = Handover {
+            unix: 3,
+            tcp: None,
+            web: Some(4),
+        };
+        let unix = Handover {
+            unix: 9,
+            tcp: None,
+            web: None,
+        };
+        for handover in [both, all, web, unix] {
             assert_eq!(Handover::parse(&handover.encode()), Ok(handover));
         }
         for (value, says) in [
@@ -361,6 +404,9 @@ mod tests {
             ("unix=x", "above 2"),
             ("unix=4,unix=5", "named twice"),
             ("unix=4,tcp=4", "same descriptor"),
+            ("unix=4,web=4", "same descriptor"),
+            ("unix=4,tcp=5,web=5", "same descriptor"),
+            ("unix=4,web=5,web=6", "named twice"),
             ("unix=4,udp=5", "unknown listener"),
         ] {
             let error = Handover::parse(value).expect_err(value);
@@ -391,6 +437,7 @@ mod tests {
         let handover = Handover {
             unix: 6,
             tcp: Some(8),
+            web: None,
         };
         assert_eq!(
             names(handover_env(own, Some(handover))),
