@@ -1101,23 +1101,13 @@ async fn a_call_after_the_daemon_went_away_reconnects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_prompt_sends_the_user_to_the_web_page_when_the_client_can() {
-    use std::os::unix::fs::PermissionsExt;
     timed(async {
         let dir = tempfile::Builder::new()
             .prefix("ptyd-mcp-elicit-")
             .tempdir()
             .unwrap();
-        let token_file = dir.path().join("web-token");
-        std::fs::write(&token_file, "a-web-token-for-the-test\n").unwrap();
-        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let address = format!("127.0.0.1:{}", support::spawned::free_port());
-        let tf = token_file.display().to_string();
-        let (daemon, socket) = support::spawned::spawn_daemon(
-            dir.path(),
-            &["--web", &address, "--web-token-file", &tf],
-            &[],
-        )
-        .await;
+        let (daemon, socket, address) =
+            support::spawned::spawn_daemon_with_page(dir.path(), "a-web-token-for-the-test").await;
         // (what the client answers, or None for a client without URL-mode elicitation; the
         // line the model reads under the wait line)
         let cases = [

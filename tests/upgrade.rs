@@ -124,6 +124,30 @@ impl Installed {
         signal(self.pid(), nix::sys::signal::Signal::SIGHUP);
     }
 
+    /// Installs another build (named `name` and a nonce), SIGHUPs the daemon and waits until it
+    /// runs that build.
+    async fn upgrade_to_a_new_build(&self, name: &str) {
+        let marker = format!("{name}-{}", nonce());
+        self.replace_binary(&rebuilt(&marker));
+        self.sighup();
+        let pid = self.pid();
+        wait_until(PROCESS_DEADLINE, "the daemon runs the new binary", || {
+            let marker = marker.clone();
+            async move { runs_marker(pid, &marker) }
+        })
+        .await;
+    }
+
+    /// The address the log names right after `after`, the first time.
+    fn logged_address(&self, after: &str) -> String {
+        self.log()
+            .split(after)
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| c.is_whitespace() || c == '/').next())
+            .unwrap_or_else(|| panic!("the log names an address after {after:?}"))
+            .to_owned()
+    }
+
     /// Waits until the log shows `needle` `times` times.
     async fn wait_log(&self, needle: &str, times: usize) {
         let log = self.dir.path().join("log");
@@ -167,6 +191,26 @@ fn runs_marker(pid: u32, marker: &str) -> bool {
     };
     !link.to_string_lossy().ends_with(" (deleted)")
         && std::fs::read(&exe).is_ok_and(|b| b.ends_with(marker.as_bytes()))
+}
+
+/// `serve` arguments: `flag ADDRESS` on port 0 of loopback, then `token_flag` and the file
+/// `name` in `dir`, written with `token` (mode 0600).
+fn listening_with_token(
+    dir: &Path,
+    flag: &str,
+    token_flag: &str,
+    name: &str,
+    token: &str,
+) -> Vec<String> {
+    let file = dir.join(name);
+    std::fs::write(&file, format!("{token}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    [flag, "127.0.0.1:0", token_flag]
+        .map(String::from)
+        .into_iter()
+        .chain([file.display().to_string()])
+        .collect()
 }
 
 /// A unique token for process names and markers.
@@ -385,25 +429,11 @@ async fn a_config_change_takes_effect_on_sighup() {
 async fn the_tcp_listener_is_handed_over_and_the_token_file_read_again() {
     timed(async {
         let daemon = Installed::start_with("", |dir| {
-            let token = dir.join("token");
-            std::fs::write(&token, "first-token\n").unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
-            ["--listen-tcp", "127.0.0.1:0", "--token-file"]
-                .map(String::from)
-                .into_iter()
-                .chain([token.display().to_string()])
-                .collect()
+            listening_with_token(dir, "--listen-tcp", "--token-file", "token", "first-token")
         })
         .await;
         daemon.wait_log("also listening on tcp ", 1).await;
-        let log = daemon.log();
-        let address = log
-            .split("also listening on tcp ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .expect("the log names the TCP address")
-            .to_owned();
+        let address = daemon.logged_address("also listening on tcp ");
         let types_with = |token: &'static str| {
             let address = address.clone();
             async move {
@@ -433,15 +463,7 @@ async fn the_tcp_listener_is_handed_over_and_the_token_file_read_again() {
         assert_eq!(types_with("first-token").await, Ok(()));
 
         std::fs::write(daemon.dir.path().join("token"), "second-token\n").unwrap();
-        let marker = format!("ptyd-tcp-{}", nonce());
-        daemon.replace_binary(&rebuilt(&marker));
-        daemon.sighup();
-        let pid = daemon.pid();
-        wait_until(PROCESS_DEADLINE, "the daemon runs the new binary", || {
-            let marker = marker.clone();
-            async move { runs_marker(pid, &marker) }
-        })
-        .await;
+        daemon.upgrade_to_a_new_build("ptyd-tcp").await;
         wait_until(
             PROCESS_DEADLINE,
             "the TCP listener serves the new token",
@@ -461,46 +483,30 @@ async fn the_tcp_listener_is_handed_over_and_the_token_file_read_again() {
 async fn the_web_page_listener_is_handed_over() {
     timed(async {
         let daemon = Installed::start_with("", |dir| {
-            let token = dir.join("web-token");
-            std::fs::write(&token, "first-web-token\n").unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
-            ["--web", "127.0.0.1:0", "--web-token-file"]
-                .map(String::from)
-                .into_iter()
-                .chain([token.display().to_string()])
-                .collect()
+            listening_with_token(
+                dir,
+                "--web",
+                "--web-token-file",
+                "web-token",
+                "first-web-token",
+            )
         })
         .await;
         daemon.wait_log("web page on http://", 1).await;
-        let address = daemon
-            .log()
-            .split("web page on http://")
-            .nth(1)
-            .and_then(|rest| rest.split('/').next())
-            .expect("the log names the page's address")
-            .to_owned();
+        let address = daemon.logged_address("web page on http://");
         let sessions_with = |token: &'static str| {
             let address = address.clone();
             async move {
                 let head = format!(
                     "GET /api/sessions HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}"
                 );
-                support::http::http(&address, &head, "").await.0
+                support::plain_http::http(&address, &head, "").await.0
             }
         };
         assert_eq!(sessions_with("first-web-token").await, 200);
 
         std::fs::write(daemon.dir.path().join("web-token"), "second-web-token\n").unwrap();
-        let marker = format!("ptyd-web-{}", nonce());
-        daemon.replace_binary(&rebuilt(&marker));
-        daemon.sighup();
-        let pid = daemon.pid();
-        wait_until(PROCESS_DEADLINE, "the daemon runs the new binary", || {
-            let marker = marker.clone();
-            async move { runs_marker(pid, &marker) }
-        })
-        .await;
+        daemon.upgrade_to_a_new_build("ptyd-web").await;
         daemon.wait_log("web page on http://", 2).await;
         assert_eq!(
             daemon
@@ -549,14 +555,7 @@ async fn five_sessions_of_two_agents_survive_an_upgrade_in_place() {
         let mut c = daemon.client().await;
         let sessions = FiveSessions::set_up(&mut c, &work).await;
 
-        let marker = format!("ptyd-rebuilt-{}", nonce());
-        daemon.replace_binary(&rebuilt(&marker));
-        daemon.sighup();
-        wait_until(PROCESS_DEADLINE, "the daemon runs the new binary", || {
-            let marker = marker.clone();
-            async move { runs_marker(pid, &marker) }
-        })
-        .await;
+        daemon.upgrade_to_a_new_build("ptyd-rebuilt").await;
         let mut c = daemon.client().await;
         assert_eq!(daemon.pid(), pid, "the same process");
         sessions.check(&mut c).await;

@@ -10,9 +10,8 @@ mod support;
 
 use ptyd::pb::{WaitReason, WebLinkRequest};
 use serde_json::Value;
-use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
-use support::http::http;
+use support::plain_http::http;
 use support::spawned::*;
 use support::*;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -101,19 +100,7 @@ async fn the_web_page_shows_the_screen_and_lets_a_person_type() {
             .prefix("ptyd-web-")
             .tempdir()
             .unwrap();
-        let token_file = dir.path().join("web-token");
-        std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let address = format!("127.0.0.1:{}", free_port());
-        let tf = token_file.display().to_string();
-        let (daemon, socket) =
-            spawn_daemon(dir.path(), &["--web", &address, "--web-token-file", &tf], &[]).await;
-        let page = address.clone();
-        wait_until(PROCESS_DEADLINE, "the page listens", move || {
-            let page = page.clone();
-            async move { tokio::net::TcpStream::connect(&page).await.is_ok() }
-        })
-        .await;
+        let (daemon, socket, address) = spawn_daemon_with_page(dir.path(), TOKEN).await;
         let mut c = Client::new(unix_channel(&socket).await);
         let sid = open(&mut c, A).await;
         send(

@@ -2,7 +2,7 @@
 //! test needs of the machine, and `wait_until`, the only way a test waits for a condition. The
 //! in-process daemon is in `daemon.rs`, the Node client bridge of the ACP and MCP tests in
 //! `bridge.rs`, the survival scenario in `five_sessions.rs`, a real daemon process in `spawned.rs`,
-//! users made for a test in `users.rs`, and one plain HTTP request in `http.rs`.
+//! users made for a test in `users.rs`, and one plain HTTP request in `plain_http.rs`.
 #![allow(dead_code)]
 
 pub mod bridge;
@@ -11,7 +11,7 @@ mod daemon;
 #[allow(unused_imports)]
 pub use daemon::*;
 pub mod five_sessions;
-pub mod http;
+pub mod plain_http;
 pub mod spawned;
 pub mod users;
 

@@ -48,6 +48,30 @@ pub async fn spawn_daemon(
     (child, socket)
 }
 
+/// Starts `ptyd serve` on `<dir>/ptyd.sock` serving the web page too, on a free loopback port,
+/// with `token` in `<dir>/web-token`; returns it, its socket and the page's address once the
+/// page listens.
+pub async fn spawn_daemon_with_page(
+    dir: &Path,
+    token: &str,
+) -> (tokio::process::Child, std::path::PathBuf, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let token_file = dir.join("web-token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let address = format!("127.0.0.1:{}", free_port());
+    let tf = token_file.display().to_string();
+    let (daemon, socket) =
+        spawn_daemon(dir, &["--web", &address, "--web-token-file", &tf], &[]).await;
+    let page = address.clone();
+    wait_until(PROCESS_DEADLINE, "the page listens", move || {
+        let page = page.clone();
+        async move { tokio::net::TcpStream::connect(&page).await.is_ok() }
+    })
+    .await;
+    (daemon, socket, address)
+}
+
 /// SIGTERMs `child` and asserts it exits 0 within the deadline.
 pub async fn terminate(mut child: tokio::process::Child) {
     let pid = child.id().expect("the daemon runs") as i32;
