@@ -21,9 +21,11 @@
 //!   `pb` response) and the error-to-status table.
 //! - `registry`: sessions and jobs keyed by owner agent; ids; limits as reservations taken before
 //!   a session starts.
-//! - `session`: one actor task per PTY session. `session.rs` is its public face (`SessionHandle`:
-//!   a command channel and a `watch` of its state, and the types its commands carry);
-//!   `session/spec.rs` derives a session's settings once (an `Open`'s checks, the record a
+//! - `session`: one actor task per PTY session. `session/handle.rs` is its public face
+//!   (`SessionHandle`: a command channel and a `watch` of its state), `session/api.rs` the types
+//!   callers give and get back, `session/command.rs` the actor's mailbox, and
+//!   `session/succession.rs` what a session keeps for a successor and takes over from a
+//!   predecessor; `session/spec.rs` derives a session's settings once (an `Open`'s checks, the record a
 //!   successor adopts). The loop, the command dispatch and the shutdown are in
 //!   `session/actor.rs`; its handlers by concern in `actor/settle.rs` (a send begun, written and
 //!   settled), `actor/timers.rs` (the nearest deadline and what each does), `actor/lifecycle.rs`
