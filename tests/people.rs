@@ -300,7 +300,7 @@ async fn a_password_prompt_is_answered_by_a_person_and_the_secret_is_kept_nowher
         let c = &mut d.client;
         let sid = open(c, A).await;
         let sudo = format!(
-            "setpriv --reuid={u} --regid={u} --init-groups sh -c 'sudo -k; sudo true && echo sudo-ok'",
+            "setpriv --reuid={u} --regid={u} --init-groups sh -c 'sudo -k; sudo true && echo sudo-$((6*7))'",
             u = sudoer.name
         );
         // (what the prompt needs installed, the command, what it prints once answered)
@@ -311,12 +311,15 @@ async fn a_password_prompt_is_answered_by_a_person_and_the_secret_is_kept_nowher
                 "python3 -c 'import getpass; s = getpass.getpass(\"Secret: \"); print(\"got\", len(s))'",
                 "got 15",
             ),
-            ("sudo", sudo.as_str(), "sudo-ok"),
+            ("sudo", sudo.as_str(), "sudo-42"),
         ];
         for (i, (program, command, answer)) in prompts.into_iter().enumerate() {
             if !needs(program) {
                 continue;
             }
+            // The person's screen starts with the command line: what shows that the command
+            // went on must not be in it.
+            assert!(!command.contains(answer), "{command}");
             let (fr, rendered) = send_with(c, send_request(A, &sid, command)).await;
             assert_eq!(fr.wait_reason(), WaitReason::StdinRead, "{rendered}");
             assert!(fr.input_hidden, "{command}: {fr:?}");
