@@ -486,7 +486,7 @@ async fn long_waits_report_progress_only_with_a_token() {
 }
 
 #[tokio::test]
-async fn an_aborted_call_releases_the_session_at_once() {
+async fn an_aborted_call_releases_the_session_while_its_command_runs() {
     timed(async {
         let (_dir, socket) = nowhere();
         let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
@@ -507,13 +507,15 @@ async fn an_aborted_call_releases_the_session_at_once() {
             );
         }
         mcp.command(json!({"op": "abort", "id": id})).await;
-        let aborted = Instant::now();
         let response = mcp.response(id).await;
         assert!(response.is_err(), "the SDK reports the abort: {response:?}");
+        // Released by the abort, not by the command's end: well before `sleep 30` is over. (How
+        // fast is the benchmark's business, not this test's.)
+        let deadline = Instant::now() + Duration::from_secs(20);
         while is_busy(&mut mcp, &session).await {
             assert!(
-                aborted.elapsed() < Duration::from_secs(1),
-                "the session is released within 1 s of the abort"
+                Instant::now() < deadline,
+                "the session is released after the abort, before the command ends"
             );
         }
         let signal = mcp
