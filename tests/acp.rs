@@ -1185,6 +1185,40 @@ async fn without_a_daemon_it_serves_one_and_leaves_no_process_behind() {
     .await;
 }
 
+/// A password prompt: the one-line message names `ptyd attach`, and with the daemon's web page
+/// a one-time link to it on that terminal, for the editor's user to open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_prompt_says_how_a_person_types_it() {
+    timed(async {
+        let dir = tempfile::Builder::new()
+            .prefix("ptyd-acp-page-")
+            .tempdir()
+            .unwrap();
+        let (daemon, socket, address) =
+            support::spawned::spawn_daemon_with_page(dir.path(), "an-acp-web-token").await;
+        let socket_dir = tempfile::tempdir().expect("unused dir");
+        let args = ["--agent-id", "acp-page"];
+        let mut bridge = Bridge::start_with(&args, &socket, socket_dir).await;
+        bridge.initialize(Mode::Terminal).await;
+        let session = bridge.new_session(dir.path()).await;
+        let turn = bridge.prompt(&session, "read -rs secret").await;
+        let message = turn.messages();
+        assert!(message.contains("(its input is hidden)"), "{message}");
+        let mut c = support::Client::new(support::unix_channel(&socket).await);
+        let terminal = support::list(&mut c, "acp-page").await.sessions[0]
+            .session_id
+            .clone();
+        assert!(
+            message.contains(&format!("`ptyd attach {terminal} --agent acp-page`, or on the web page http://{address}/#code=")),
+            "{message}"
+        );
+        assert!(message.contains(&format!("&s=acp-page%2F{terminal} (the link")), "{message}");
+        assert_eq!(bridge.close_and_wait_exit().await, 0);
+        support::spawned::terminate(daemon).await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_daemon_it_uses_it_and_closes_its_sessions_on_disconnect() {
     timed(async {

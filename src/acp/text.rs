@@ -131,11 +131,15 @@ pub(crate) fn wait_message(reason: WaitReason, idle_ms: u32, timeout_ms: u32) ->
 
 /// The one-line agent message after a send that ended at a password prompt (its input hidden):
 /// a person types the secret, never the model; `attach` is the command that reaches the
-/// session.
-pub(crate) fn hidden_input_message(attach: &str) -> String {
+/// session, `page` a one-time link to the web page on it when the daemon serves one (the
+/// message goes to the editor's user, who may open it).
+pub(crate) fn hidden_input_message(attach: &str, page: Option<&str>) -> String {
+    let on_page = page.map_or_else(String::new, |url| {
+        format!(", or on the web page {url} (the link works once, for 5 minutes)")
+    });
     format!(
         "The program asks for a password (its input is hidden): a person can type it in the \
-         terminal with `{attach}`; do not send the secret yourself."
+         terminal with `{attach}`{on_page}; do not send the secret yourself."
     )
 }
 
@@ -238,9 +242,14 @@ mod tests {
         assert!(m.contains("waiting for input"), "{m}");
         let m = wait_message(WaitReason::Timeout, 1000, 600_000).unwrap();
         assert!(m.contains("600 s"), "{m}");
-        let m = hidden_input_message("ptyd attach t1 --agent zed");
+        let m = hidden_input_message("ptyd attach t1 --agent zed", None);
         assert!(
-            m.contains("password") && m.contains("`ptyd attach t1 --agent zed`"),
+            m.contains("password") && m.contains("`ptyd attach t1 --agent zed`;"),
+            "{m}"
+        );
+        let m = hidden_input_message("ptyd attach t1", Some("http://127.0.0.1:1/#code=x"));
+        assert!(
+            m.contains("`ptyd attach t1`, or on the web page http://127.0.0.1:1/#code=x (the"),
             "{m}"
         );
     }
