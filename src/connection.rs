@@ -14,6 +14,23 @@ use tonic::transport::Channel;
 /// The daemon client type (tonic clients are cheap clones).
 pub type Daemon = TerminalsClient<Channel>;
 
+/// A one-time link to the daemon's web page opened on session `session_id` of `agent_id`, when
+/// the daemon serves the page (for a person: a front-end hands it to its user, never to a model).
+pub(crate) async fn page_link(client: &Daemon, agent_id: &str, session_id: &str) -> Option<String> {
+    let request = crate::pb::WebLinkRequest {
+        agent_id: agent_id.to_owned(),
+        session_id: session_id.to_owned(),
+    };
+    match client.clone().web_link(request).await {
+        Ok(link) => Some(link.into_inner().url),
+        Err(status) => {
+            // FAILED_PRECONDITION when no page is served: the wait line names `ptyd attach`.
+            tracing::debug!(session = session_id, error = %status.message(), "no web page link");
+            None
+        }
+    }
+}
+
 /// How long a daemon on the socket gets to answer before the front-end runs its own.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long the in-process daemon gets to close its sessions when the front-end exits.

@@ -148,22 +148,6 @@ impl Shim {
         }
     }
 
-    /// A one-time link to the daemon's web page on `terminal`, when the daemon serves one.
-    pub(crate) async fn page_link(&self, terminal: &str) -> Option<String> {
-        let request = crate::pb::WebLinkRequest {
-            agent_id: self.agent_id.clone(),
-            session_id: terminal.to_owned(),
-        };
-        match self.client.clone().web_link(request).await {
-            Ok(link) => Some(link.into_inner().url),
-            // FAILED_PRECONDITION: no page is served.
-            Err(e) => {
-                tracing::debug!(terminal, error = %e.message(), "no web page link");
-                None
-            }
-        }
-    }
-
     /// Closes `terminal` (already gone is fine).
     pub(crate) async fn close_terminal(&self, terminal: &str) {
         let request = CloseRequest {

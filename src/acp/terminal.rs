@@ -118,7 +118,7 @@ async fn finish(
     let reason = result.wait_reason();
     if result.input_hidden {
         let attach = crate::session::attach_command(terminal, &shim.agent_id);
-        let page = shim.page_link(terminal).await;
+        let page = crate::connection::page_link(&shim.client, &shim.agent_id, terminal).await;
         out.message(hidden_input_message(&attach, page.as_deref()));
     } else if let Some(message) = wait_message(reason, shim.idle_ms, shim.timeout_ms) {
         out.message(message);

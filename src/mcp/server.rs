@@ -376,35 +376,12 @@ impl Terminals {
             Some(pb::send_response::Result::Foreground(f)) if f.input_hidden);
         if may_elicit
             && input_hidden
-            && let Some(url) = self.page_link(&mut client, &agent_id, &session_id).await
+            && let Some(url) = crate::connection::page_link(&client, &agent_id, &session_id).await
         {
             rendered.push('\n');
             rendered.push_str(elicit::ask(context, &session_id, url).await);
         }
         Ok(self.success(rendered, &results::SendResult::new(&session_id, &response)))
-    }
-
-    /// A one-time link to the daemon's web page opened on the session, when it serves one.
-    async fn page_link(
-        &self,
-        client: &mut Daemon,
-        agent_id: &str,
-        session_id: &str,
-    ) -> Option<String> {
-        let link = client
-            .web_link(pb::WebLinkRequest {
-                agent_id: agent_id.to_owned(),
-                session_id: session_id.to_owned(),
-            })
-            .await;
-        match link {
-            Ok(link) => Some(link.into_inner().url),
-            Err(status) => {
-                // FAILED_PRECONDITION: no page is served; the wait line names ptyd attach.
-                tracing::debug!(error = %status.message(), "no web page to send the user to");
-                None
-            }
-        }
     }
 
     async fn read(&self, args: params::ReadArgs, agent_id: String) -> Outcome {
