@@ -29,8 +29,8 @@ mod view;
 mod watchers;
 
 pub use api::{
-    AttachRequest, AttachStart, JobReport, JobStatus, ReadOutcome, ReadQuery, Ready, SendInput,
-    SendOutcome, SessionState, Status, WatchStart, exited_text, status_text, unix_ms,
+    AttachRequest, AttachStart, JobReport, JobStatus, PageScreen, ReadOutcome, ReadQuery, Ready,
+    SendInput, SendOutcome, SessionState, Status, WatchStart, exited_text, status_text, unix_ms,
 };
 pub(crate) use command::{Command, Sink};
 pub use command_view::{CommandInfo, CommandsOutcome, CommandsQuery, DEFAULT_COMMANDS};

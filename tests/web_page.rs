@@ -239,10 +239,17 @@ async fn the_web_page_shows_the_screen_and_lets_a_person_type() {
         let page_on_session = format!(", or on the web page http://{address}/#s={A}%2F{sid})]");
         assert!(rendered.contains(&page_on_session), "{rendered}");
         assert!(!rendered.contains("code="), "{rendered}");
+        let asks = browser.step("status asks for a password").await;
+        assert!(asks["status"].as_str().unwrap().contains("asks for a password"), "{asks}");
         browser.step("take").await;
         wait_for_info(&mut c, A, &sid, "attached", |i| !i.attached.is_empty()).await;
         browser.step("type hunter2\\n").await;
-        browser.wait_line("the prompt took the password", "got 7 bytes").await;
+        let answered = browser.wait_line("the prompt took the password", "got 7 bytes").await;
+        let status = browser.step("status running").await;
+        assert!(
+            !status["status"].as_str().unwrap().contains("password"),
+            "the prompt is answered: {status} {answered}"
+        );
         let recent = browser.step("commands read -rs secret").await;
         assert!(!recent.to_string().contains("hunter2"), "the secret is not listed: {recent}");
         browser.step("release").await;

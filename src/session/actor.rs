@@ -249,7 +249,10 @@ impl Actor {
                 let _ = reply.send(self.watch(replay));
             }
             Command::Screen(reply) => {
-                let _ = reply.send(self.terminal.styled_screen());
+                let _ = reply.send(crate::session::PageScreen {
+                    screen: self.terminal.styled_screen(),
+                    password_prompt: self.pty.input_hidden(),
+                });
             }
             Command::Attach(request, reply) => {
                 let _ = reply.send(self.attach(request));

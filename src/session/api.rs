@@ -231,3 +231,11 @@ pub fn unix_ms(t: SystemTime) -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
+
+/// The screen as the web page draws it, with what a person needs to know beside it.
+pub struct PageScreen {
+    /// The visible screen as styled runs.
+    pub screen: crate::screen::StyledScreen,
+    /// The terminal reads lines with its echo off: a password or passphrase prompt waits.
+    pub password_prompt: bool,
+}

@@ -1,8 +1,8 @@
 //! The actor's mailbox: what a `SessionHandle` asks of it, and where a send's result goes.
 
 use super::{
-    AttachRequest, AttachStart, CommandsOutcome, CommandsQuery, JobReport, JobStatus, ReadOutcome,
-    ReadQuery, Ready, SearchOutcome, SearchQuery, SendInput, SendOutcome, WatchStart,
+    AttachRequest, AttachStart, CommandsOutcome, CommandsQuery, JobReport, JobStatus, PageScreen,
+    ReadOutcome, ReadQuery, Ready, SearchOutcome, SearchQuery, SendInput, SendOutcome, WatchStart,
 };
 use crate::error::Result;
 use nix::sys::signal::Signal;
@@ -26,7 +26,7 @@ pub(crate) enum Command {
     Search(Box<SearchQuery>, oneshot::Sender<Result<SearchOutcome>>),
     Watch(u32, oneshot::Sender<WatchStart>),
     /// The screen as styled runs, for the web page.
-    Screen(oneshot::Sender<crate::screen::StyledScreen>),
+    Screen(oneshot::Sender<PageScreen>),
     Attach(AttachRequest, oneshot::Sender<Result<AttachStart>>),
     /// The attached person's keys, for the holder of the token.
     Keys(u64, Vec<u8>),

@@ -4,8 +4,8 @@
 use super::command::{Command, Sink};
 use super::succession::{Kept, Persist, Replay, read_journal};
 use super::{
-    AttachRequest, AttachStart, CommandsOutcome, CommandsQuery, JobReport, JobStatus, ReadOutcome,
-    ReadQuery, Ready, SearchOutcome, SearchQuery, SendInput, SendOutcome, SessionSpec,
+    AttachRequest, AttachStart, CommandsOutcome, CommandsQuery, JobReport, JobStatus, PageScreen,
+    ReadOutcome, ReadQuery, Ready, SearchOutcome, SearchQuery, SendInput, SendOutcome, SessionSpec,
     SessionState, Status, WatchStart, actor, unix_ms,
 };
 use crate::error::{Error, Result};
@@ -263,7 +263,7 @@ impl SessionHandle {
     }
 
     /// The visible screen as styled runs (the web page draws it).
-    pub async fn styled_screen(&self) -> Result<crate::screen::StyledScreen> {
+    pub async fn page_screen(&self) -> Result<PageScreen> {
         let (tx, rx) = oneshot::channel();
         self.call(Command::Screen(tx), rx).await
     }

@@ -323,19 +323,21 @@ async fn follow(
     let mut state = handle.state_changes();
     let mut last = String::new();
     loop {
-        let Ok(screen) = handle.styled_screen().await else {
+        let Ok(page_screen) = handle.page_screen().await else {
             return;
         };
+        let screen = &page_screen.screen;
         let holds = gone
             .page
             .viewers()
             .get(&gone.viewer)
             .is_some_and(|v| v.hold.is_some());
         let frame = json!({
-            "html": screen_html::render(&screen),
+            "html": screen_html::render(screen),
             "cols": screen.cols,
             "rows": screen.rows.len(),
             "alternate": screen.alternate,
+            "password_prompt": page_screen.password_prompt,
             "session": session_json(&handle),
             "keyboard": holds,
         })

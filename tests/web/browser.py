@@ -7,6 +7,8 @@ stdin, performs a step and prints its JSON answer:
   wait_line LINE  waits (20 s at most) until a row reads LINE; then the screen's text
   commands TEXT   waits (20 s at most) until a line of "Last commands" contains TEXT; then
                   those lines
+  status TEXT     waits (20 s at most) until the session's status line contains TEXT; then
+                  the status line and the screen's text
   take / release  clicks "Take keyboard" / "Release keyboard"
   type TEXT       types TEXT (\\n as Enter) into the screen
   shot R C        a screenshot; the colour at the centre of row R, column C
@@ -61,6 +63,14 @@ def main():
                 except TimeoutException:
                     pass
                 answer({"commands": command_lines(driver)})
+            elif verb == "status":
+                try:
+                    WebDriverWait(driver, 20).until(
+                        lambda d: rest in d.find_element(By.ID, "status").text)
+                except TimeoutException:
+                    pass
+                answer({"status": driver.find_element(By.ID, "status").text,
+                        "text": screen_text(driver)})
             elif verb in ("take", "release"):
                 button = driver.find_element(By.ID, verb)
                 WebDriverWait(driver, 30).until(lambda d: button.is_displayed() and button.is_enabled())
