@@ -13,8 +13,9 @@ use std::time::Duration;
 
 /// How long a call waits for the client's answer: the user's consent to open the page, which
 /// comes before they type (the typing itself is not waited for; an empty send waits for the
-/// command).
-const ANSWER_WAIT: Duration = Duration::from_secs(60);
+/// command). Well under the 60 s a client commonly allows a whole tool call (the npm SDK's
+/// default), which the send before it has used some of; a later consent still opens the page.
+const ANSWER_WAIT: Duration = Duration::from_secs(20);
 
 /// What the model reads under the wait line, by the user's answer.
 const OPENED: &str =
@@ -74,7 +75,7 @@ pub(crate) async fn ask(
             _ => DECLINED,
         },
         Ok(Ok(other)) => {
-            tracing::warn!(answer = ?other, "the client answered the elicitation with something else");
+            tracing::warn!(answer = ?other, "the client answered the elicitation otherwise");
             FAILED
         }
         Ok(Err(e)) => {
