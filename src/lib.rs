@@ -25,8 +25,8 @@
 //!   (`SessionHandle`: a command channel and a `watch` of its state), `session/api.rs` the types
 //!   callers give and get back, `session/command.rs` the actor's mailbox, and
 //!   `session/succession.rs` what a session keeps for a successor and takes over from a
-//!   predecessor; `session/spec.rs` derives a session's settings once (an `Open`'s checks, the record a
-//!   successor adopts). The loop, the command dispatch and the shutdown are in
+//!   predecessor; `session/spec.rs` derives a session's settings once (an `Open`'s checks, the
+//!   record a successor adopts). The loop, the command dispatch and the shutdown are in
 //!   `session/actor.rs`; its handlers by concern in `actor/settle.rs` (a send begun, written and
 //!   settled), `actor/timers.rs` (the nearest deadline and what each does), `actor/lifecycle.rs`
 //!   (exit, readiness, publishing), `actor/output.rs` (output taken in through the journal,

@@ -112,9 +112,8 @@ pub(crate) fn termination() -> Result<impl Future<Output = ()> + Send + 'static>
     })
 }
 
-/// The listeners `options` ask for: the ones the previous image handed over (after an upgrade
-/// in place), else the socket systemd passed (socket activation), else one bound at the socket
-/// The web page's listener and token, when `--web` asks for one.
+/// The web page's listener and token, when `--web` asks for one: the listener the previous
+/// image handed over (after an upgrade in place), else one bound at the address.
 async fn web_listener(
     options: &ServeOptions,
     inherited: Option<OwnedFd>,
@@ -151,9 +150,12 @@ fn tcp_listener_from(fd: OwnedFd) -> Result<tokio::net::TcpListener> {
         .map_err(Error::io("registering a handed-over TCP listener"))
 }
 
-/// path (announced on stderr); and the TCP listener with its token when `listen_tcp` and
-/// `token_file` are both given (the token file is read again after an upgrade). The third is
-/// the socket path when this call bound it (and so may remove it when starting fails).
+/// The listeners `options` ask for: the ones the previous image handed over (`inherited`,
+/// after an upgrade in place), else the socket systemd passed (socket activation), else one
+/// bound at the socket path (announced on stderr); and the TCP listener with its token when
+/// `listen_tcp` and `token_file` are both given (the token file is read again after an
+/// upgrade). The third is the socket path when this call bound it (and so may remove it when
+/// starting fails).
 pub(crate) async fn listeners(
     options: &ServeOptions,
     inherited: Option<upgrade::Inherited>,
