@@ -19,6 +19,8 @@ pub struct Daemon {
     pub shutdown: Option<oneshot::Sender<()>>,
     /// What `serve` returned, once it has.
     pub served: oneshot::Receiver<Result<(), ptyd::Error>>,
+    /// The thread id of the daemon's one thread (for tests that read its scheduling stats).
+    pub thread: i32,
     pub _dir: TempDir,
 }
 
@@ -69,9 +71,11 @@ pub async fn start_daemon_with(mut config: ptyd::config::Config) -> Daemon {
         .expect("a non-blocking listener");
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     let (served_tx, served) = oneshot::channel();
+    let (thread_tx, thread_rx) = oneshot::channel();
     std::thread::Builder::new()
         .name("ptyd-daemon".into())
         .spawn(move || {
+            let _ = thread_tx.send(nix::unistd::gettid().as_raw());
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -90,9 +94,11 @@ pub async fn start_daemon_with(mut config: ptyd::config::Config) -> Daemon {
     let client = ptyd::client::connect(&socket)
         .await
         .expect("connect to the in-process daemon");
+    let thread = thread_rx.await.expect("the daemon's thread runs");
     Daemon {
         socket,
         client,
+        thread,
         shutdown: Some(shutdown_tx),
         served,
         _dir: dir,
@@ -117,6 +123,7 @@ impl Daemon {
             client,
             mut shutdown,
             served,
+            thread: _,
             _dir,
         } = self;
         drop(client);
