@@ -35,7 +35,8 @@
 //!   terminal: the stdin probe, typeahead, line mode), `actor/adopt.rs` (replaying a
 //!   predecessor's journal) and `actor/compact.rs` (compacting the journal at its bound). Beside
 //!   them, pure: the shell's state machine (`shell.rs`: marks, prompt, kept line, refused lines,
-//!   when input may be written), a signal's aim (`aim.rs`), views over the terminal (`view.rs`:
+//!   when input may be written), what a send writes and when text would only be typed ahead
+//!   (`input.rs`), a signal's aim (`aim.rs`), views over the terminal (`view.rs`:
 //!   Read pages, viewports, MOTD, Watch replay), the startup wait (`startup.rs`), when state is
 //!   published (`publish.rs`), output pacing (`pacing.rs`) and the marks a compacted journal
 //!   keeps (`shell_marks.rs`); and the send in flight (`send.rs`: deadlines, collected marks,

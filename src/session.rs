@@ -11,6 +11,7 @@ mod capture;
 mod command;
 mod command_view;
 mod handle;
+mod input;
 mod jobs;
 mod keyboard;
 mod kill;

@@ -36,6 +36,7 @@
 
 use super::SendInput;
 use super::aim::ShellMoment;
+use super::input::{CLEAR_LINE, FirstWrite, PASTE_START, encode_input, printable};
 use crate::marks::{Integration, Mark};
 use crate::screen::Position;
 use nix::sys::signal::Signal;
@@ -52,10 +53,6 @@ pub(super) const SIGNAL_SETTLE: Duration = Duration::from_millis(500);
 
 /// The most characters of a command line a refusal quotes.
 const COMMAND_NAME_CHARS: usize = 80;
-/// Starts a bracketed paste.
-const PASTE_START: &[u8] = b"\x1b[200~";
-/// Ctrl-U: clears the line a shell kept in its editor.
-const CLEAR_LINE: u8 = 0x15;
 /// Input buffer capacity kept between sends; a larger one (a big paste) is freed, so an idle
 /// session does not hold it.
 const OUTBOX_KEEP: usize = 4096;
@@ -93,15 +90,6 @@ pub(super) enum MarkEffect {
     CommandStarted(Position),
     /// A prompt is drawn (a starting session is ready).
     Prompt,
-}
-
-/// Where a send's input goes, as it was when the send began.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct FirstWrite {
-    /// To an integrated shell's line editor at its prompt.
-    pub at_prompt: bool,
-    /// The shell kept a line it refused: clear it first.
-    pub clear_kept_line: bool,
 }
 
 /// Where a send's input went, recorded at its first write: what a refused line's output is
@@ -679,70 +667,6 @@ impl Shell {
     fn phase(&self) -> Phase {
         self.phase
     }
-}
-
-/// Whether `text` holds something other than control characters: text made only of them
-/// (`\u0003` is Ctrl-C, `\u0004` EOF) interrupts or ends a program, and is never typeahead.
-pub(super) fn printable(text: &str) -> bool {
-    text.chars().any(|c| !c.is_control())
-}
-
-/// The refusal of text that would only be typed ahead: a command still runs in session
-/// `session` (`command`, when a send typed it; `program`, the foreground program, when it is
-/// not the shell) and nothing reads the terminal.
-pub(super) fn typeahead_refusal(
-    session: &str,
-    command: Option<&str>,
-    program: Option<&str>,
-) -> crate::error::Error {
-    let running = match (command, program) {
-        (Some(c), Some(p)) => format!("`{c}` (foreground program {p})"),
-        (Some(c), None) => format!("`{c}`"),
-        (None, Some(p)) => format!("a command (foreground program {p})"),
-        (None, None) => "a command".to_owned(),
-    };
-    use crate::error::advice::{INTERRUPT, TYPEAHEAD, WAIT};
-    crate::error::Error::FailedPrecondition(format!(
-        "terminal session {session} is still running {running} and nothing reads the \
-         terminal: this text would only be typed ahead, for whichever program reads next. \
-         {WAIT}, {INTERRUPT}{TYPEAHEAD}"
-    ))
-}
-
-/// The bytes a send writes into `out`: ^U first when the shell kept a refused line, the text
-/// (one bracketed paste when it is multi-line input to an integrated shell's editor that enabled
-/// it; otherwise newlines as Enter, CR), Enter when it submits, then the keys.
-pub(super) fn encode_input(
-    input: &SendInput,
-    to: FirstWrite,
-    bracketed_paste: bool,
-    out: &mut Vec<u8>,
-) {
-    out.reserve(input.text.len() + input.keys.len() + 16);
-    if to.clear_kept_line && !input.text.is_empty() {
-        // Clear the refused line the shell kept, so the text is not appended to it.
-        out.push(CLEAR_LINE);
-    }
-    let multiline = input.text.contains('\n');
-    if to.at_prompt && multiline && bracketed_paste {
-        out.extend_from_slice(PASTE_START);
-        out.extend_from_slice(input.text.as_bytes());
-        out.extend_from_slice(b"\x1b[201~");
-    } else if multiline {
-        // A terminal sends Enter as CR; programs in line mode see each line end.
-        out.extend(
-            input
-                .text
-                .bytes()
-                .map(|b| if b == b'\n' { b'\r' } else { b }),
-        );
-    } else {
-        out.extend_from_slice(input.text.as_bytes());
-    }
-    if input.submit {
-        out.push(b'\r');
-    }
-    out.extend_from_slice(&input.keys);
 }
 
 #[cfg(test)]

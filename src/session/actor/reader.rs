@@ -5,7 +5,7 @@
 use super::Actor;
 use crate::error::Error;
 use crate::session::SendInput;
-use crate::session::shell::{printable, typeahead_refusal};
+use crate::session::input::{printable, typeahead_refusal};
 
 /// The most output one read of `take_waiting_output` takes.
 const READ_AT_ONCE: usize = 64 * 1024;

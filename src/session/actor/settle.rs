@@ -5,8 +5,8 @@
 use super::{Actor, SPIN};
 use crate::error::Error;
 use crate::screen::Position;
+use crate::session::input::FirstWrite;
 use crate::session::send::{ActiveSend, ActiveSink, JobEnd, Notes, StreamSink, line_limit_refusal};
-use crate::session::shell::FirstWrite;
 use crate::session::{JobStatus, SendInput, Sink, unix_ms};
 use crate::waiting::{self, Observed, WaitReason};
 use std::time::{Instant, SystemTime};

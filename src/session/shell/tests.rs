@@ -633,74 +633,6 @@ fn typeahead_waits_for_the_running_command_and_its_prompt() {
 }
 
 #[test]
-fn typeahead_is_text_with_something_besides_control_characters() {
-    let cases = [
-        ("echo typed", true),
-        ("\u{3}", false),
-        ("\u{4}", false),
-        ("\u{1b}\r\n", false),
-        ("", false),
-        ("\u{3}q", true),
-        ("é", true),
-    ];
-    for (text, want) in cases {
-        assert_eq!(printable(text), want, "{text:?}");
-    }
-    let cases = [
-        (
-            Some("sleep 5"),
-            Some("sleep"),
-            "running `sleep 5` (foreground program sleep)",
-        ),
-        (Some("sleep 5"), None, "running `sleep 5` and"),
-        (
-            None,
-            Some("make"),
-            "running a command (foreground program make)",
-        ),
-        (None, None, "running a command and"),
-    ];
-    for (command, program, want) in cases {
-        let message = typeahead_refusal("t1", command, program).to_string();
-        assert!(message.contains(want), "{message}");
-        assert!(message.contains("terminal session t1"), "{message}");
-        assert!(message.contains("typeahead"), "{message}");
-    }
-}
-
-#[test]
-fn the_typeahead_refusal_reads_in_each_front_ends_words() {
-    use crate::error::advice::{ACP, CLI, MCP, in_words};
-    let message = typeahead_refusal("t1", Some("sleep 100"), None).to_string();
-    // (front-end, what it must say, what it must not)
-    let cases = [
-        (
-            &MCP,
-            [
-                "an empty terminal_send",
-                "terminal_signal",
-                "typeahead: true",
-            ],
-            "Signal",
-        ),
-        (&ACP, ["/read", "/signal INT", "sleep 100"], "typeahead"),
-        (
-            &CLI,
-            ["--no-submit", "ptyd signal", "--typeahead"],
-            "Signal",
-        ),
-    ];
-    for (words, says, not) in cases {
-        let text = in_words(&message, words);
-        for said in says {
-            assert!(text.contains(said), "{said:?} in {text:?}");
-        }
-        assert!(!text.contains(not), "{not:?} left in {text:?}");
-        assert!(!text.contains("submit false"), "{text}");
-    }
-}
-
-#[test]
 fn multi_line_input_is_one_paste_when_the_editor_takes_it() {
     // Bracketed paste on at the prompt: one paste, one command.
     let mut steps = BASH_START.to_vec();
@@ -847,41 +779,6 @@ fn input_written_in_parts_settles_only_once_all_of_it_is_written() {
     assert!(shell.input_written(5));
     assert!(!shell.input_pending());
     assert_eq!(shell.drop_input(), 0);
-}
-
-#[test]
-fn input_encoding() {
-    let at_prompt = FirstWrite {
-        at_prompt: true,
-        clear_kept_line: false,
-    };
-    let elsewhere = FirstWrite {
-        at_prompt: false,
-        clear_kept_line: false,
-    };
-    let kept = FirstWrite {
-        at_prompt: true,
-        clear_kept_line: true,
-    };
-    let keys = |text: &str, submit: bool, keys: &[u8]| SendInput {
-        submit,
-        keys: keys.to_vec(),
-        ..input(text)
-    };
-    let cases: [(SendInput, FirstWrite, bool, &[u8]); 7] = [
-        (input("ls"), at_prompt, true, b"ls\r"),
-        (input("a\nb"), at_prompt, true, b"\x1b[200~a\nb\x1b[201~\r"),
-        (input("a\nb"), at_prompt, false, b"a\rb\r"),
-        (input("a\nb"), elsewhere, true, b"a\rb\r"),
-        (input("ls"), kept, false, b"\x15ls\r"),
-        (keys("", false, b"\x1b"), kept, false, b"\x1b"),
-        (keys("q", false, b"\r"), elsewhere, false, b"q\r"),
-    ];
-    for (input, to, paste, want) in cases {
-        let mut out = Vec::new();
-        encode_input(&input, to, paste, &mut out);
-        assert_eq!(out, want, "{:?} {to:?} paste={paste}", input.text);
-    }
 }
 
 #[test]
