@@ -44,12 +44,21 @@ pub struct AcpOptions {
     #[arg(long = "idle-ms", default_value_t = DEFAULT_TIMEOUT_MS,
           value_parser = clap::value_parser!(u32).range(50..=600_000))]
     pub idle_ms: u32,
+    /// Contain the terminals it opens, one KEY=VALUE each (repeatable): write=PATH, read=PATH,
+    /// network=on|loopback|off, memory_max=512M, pids_max=N, cpu_max=50%; may only tighten the
+    /// type's sandbox ($CWD, $HOME and $TMPDIR may be named in paths)
+    #[arg(long = "sandbox", value_name = "KEY=VALUE", value_parser = crate::sandbox::check_flag)]
+    pub sandbox: Vec<String>,
 }
 
 /// Runs the shim against the daemon on `socket` (or one inside this process when none answers
 /// there) until the client closes stdin, then closes the sessions it opened (unless
 /// `--keep-sessions`) and stops the in-process daemon if it started one.
 pub async fn run(socket: &Path, options: AcpOptions) -> Result<(), AcpError> {
+    // Each flag was checked alone; together they cannot fail, and the shim never opens a
+    // terminal with less than it was told to.
+    let sandbox = crate::pb::sandbox::from_flags(&options.sandbox)
+        .map_err(|e| AcpError::InProcessDaemon(crate::Error::InvalidArgument(e)))?;
     let connection = crate::connection::Connection::establish(socket, "acp", "the editor")
         .await
         .map_err(AcpError::InProcessDaemon)?;
@@ -59,6 +68,7 @@ pub async fn run(socket: &Path, options: AcpOptions) -> Result<(), AcpError> {
         options.type_name,
         options.timeout_ms,
         options.idle_ms,
+        sandbox,
     ));
     let served = tokio::select! {
         served = agent::serve(shim.clone()) => served,

@@ -120,6 +120,10 @@ pub enum Verb {
         /// Rows (5..=1000) [default: the daemon's, 40]
         #[arg(long, default_value_t = 0, hide_default_value = true)]
         rows: u32,
+        /// Sandbox the session, one KEY=VALUE each (repeatable): write=PATH, read=PATH,
+        /// network=on|loopback|off, memory_max=512M, pids_max=N, cpu_max=50%
+        #[arg(long = "sandbox", value_name = "KEY=VALUE", value_parser = crate::sandbox::check_flag)]
+        sandbox: Vec<String>,
     },
     /// Type text into a session and wait for the result.
     ///
@@ -392,6 +396,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
             env,
             cols,
             rows,
+            sandbox,
         } => {
             let r = c
                 .open(pb::OpenRequest {
@@ -403,6 +408,7 @@ pub async fn run_client(global: &Global, verb: Verb) -> Result<i32, CliError> {
                     cols,
                     rows,
                     max_result_bytes: 0,
+                    sandbox: pb::sandbox::from_flags(&sandbox).map_err(CliError)?,
                 })
                 .await?
                 .into_inner();

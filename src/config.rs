@@ -20,7 +20,7 @@ pub const DEFAULT_HISTORY_LINES: u64 = 4_000_000;
 pub const DEFAULT_HISTORY_BYTES: usize = 16 << 20;
 
 /// A terminal type that `Open` can start.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TerminalType {
     /// Name used in `OpenRequest.type`.
     pub name: String,
@@ -34,6 +34,8 @@ pub struct TerminalType {
     pub description: String,
     /// Extra environment for this type, applied before the request's overrides.
     pub env: Vec<(String, String)>,
+    /// The sandbox every session of this type runs in (`Open` may tighten it, never loosen it).
+    pub sandbox: Option<crate::sandbox::SandboxRequest>,
 }
 
 /// Limits on what agents may hold.
@@ -94,6 +96,10 @@ pub struct Config {
     /// key: off only for the private daemon `ptyd mcp`/`ptyd acp` serve inside their own
     /// process when no daemon answers (its sessions end with it, and several may run at once).
     pub outlive_daemon: bool,
+    /// What no sandboxed session may see, covered inside it: the daemon's socket, its state
+    /// directory and its runtime directory (where the user's service manager and agents
+    /// listen). Not a file key: `serve` fills it in.
+    pub sandbox_hidden: Vec<PathBuf>,
 }
 
 impl Default for Config {
@@ -136,6 +142,7 @@ impl Default for Config {
             adoption_grace: Duration::from_millis(900_000),
             state_dir: None,
             outlive_daemon: true,
+            sandbox_hidden: Vec::new(),
         }
     }
 }
@@ -252,6 +259,7 @@ fn builtin_types() -> Vec<TerminalType> {
             history_expansion: false,
             description: what.to_owned(),
             env: Vec::new(),
+            sandbox: None,
         };
     let mut types = Vec::new();
     let login = std::env::var("SHELL").unwrap_or_default();

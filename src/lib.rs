@@ -107,6 +107,7 @@ pub(crate) mod private_dir;
 pub mod process;
 pub(crate) mod registry;
 pub mod render;
+pub mod sandbox;
 pub mod screen;
 pub mod server;
 pub(crate) mod service;

@@ -283,6 +283,11 @@ pub struct IntegrationFiles {
 }
 
 impl IntegrationFiles {
+    /// The directory the wrappers are in (readable in a sandbox that restricts reading).
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Writes the wrappers into `dir` (created with mode 0700).
     pub fn install(dir: &Path) -> std::io::Result<IntegrationFiles> {
         use std::os::unix::fs::DirBuilderExt;

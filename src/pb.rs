@@ -16,6 +16,7 @@ pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("ptyd
 
 pub mod codec;
 mod responses;
+pub(crate) mod sandbox;
 pub(crate) use responses::*;
 
 use crate::process::pty::ExitKind;

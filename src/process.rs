@@ -15,6 +15,7 @@ pub(crate) mod memory;
 pub mod procfs;
 pub(crate) mod pty;
 pub mod reaper;
+pub(crate) mod sandbox;
 pub mod stdin_probe;
 pub(crate) mod tag;
 mod tracking;

@@ -159,6 +159,22 @@ pub(crate) fn read_token_file(path: &Path) -> Result<String> {
     Ok(token.to_owned())
 }
 
+/// What a sandboxed session must not reach, covered inside it: this daemon's socket, its
+/// state directory (every session's helper socket is there) and its runtime directory (the
+/// user's service manager, bus and agents listen there).
+fn sandbox_hidden(listener: &UnixListener, state: Option<&Path>) -> Vec<PathBuf> {
+    let socket = listener
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_pathname().map(Path::to_path_buf));
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    [runtime, state.map(Path::to_path_buf), socket]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.is_absolute())
+        .collect()
+}
+
 /// Like [`serve`], and also on `tcp` when given, where every call must carry the bearer token;
 /// with `upgrade` (`ptyd serve`), SIGHUP upgrades the daemon in place. Sets up process
 /// ownership first: resolves `config.process_tracking` (a forced `cgroup`
@@ -209,6 +225,7 @@ pub(crate) async fn serve_with(
             Registry::default()
         }
     };
+    config.sandbox_hidden = sandbox_hidden(&listener, registry.state().map(|s| s.root()));
     let config = Arc::new(config);
     let terminals = Terminals::new(Arc::new(registry), config.clone(), integration);
     let adopted = terminals.adopt_all().await;

@@ -155,6 +155,12 @@ impl Terminals {
             cols: req.cols,
             rows: req.rows,
             env: &req.env,
+            sandbox: req
+                .sandbox
+                .as_ref()
+                .map(pb::sandbox::request)
+                .transpose()
+                .map_err(Error::InvalidArgument)?,
         };
         let checked = SessionSpec::for_open(&self.config, &params)?;
         // The slot is taken before the session starts and given back if it does not.
@@ -191,6 +197,7 @@ impl Terminals {
         self.registry.insert(reservation, handle.clone());
         Ok(pb::open_response(
             info(&handle),
+            handle.spec.sandbox.as_ref(),
             &ready.motd,
             not_kept.as_deref(),
             cap,

@@ -30,6 +30,8 @@ pub(crate) struct Shim {
     pub(crate) agent_id: String,
     /// Terminal type of the sessions it opens.
     pub(crate) type_name: String,
+    /// The sandbox of every terminal it opens (`--sandbox`).
+    sandbox: Option<crate::pb::Sandbox>,
     /// `timeout_ms` of terminal sends.
     pub(crate) timeout_ms: u32,
     /// `idle_ms` of terminal sends.
@@ -49,11 +51,13 @@ impl Shim {
         type_name: String,
         timeout_ms: u32,
         idle_ms: u32,
+        sandbox: Option<crate::pb::Sandbox>,
     ) -> Self {
         Shim {
             client,
             agent_id,
             type_name,
+            sandbox,
             timeout_ms,
             idle_ms,
             terminal_mode: AtomicBool::new(false),
@@ -107,6 +111,7 @@ impl Shim {
             agent_id: self.agent_id.clone(),
             r#type: self.type_name.clone(),
             cwd: session.requested_cwd.clone(),
+            sandbox: self.sandbox.clone(),
             ..Default::default()
         };
         let info = self

@@ -4,6 +4,7 @@
 //! gets a message with the allowed range.
 
 use super::*;
+use crate::sandbox::{self, Network, SandboxRequest};
 
 /// The file's top level.
 #[derive(Debug, Default, Deserialize)]
@@ -83,6 +84,75 @@ struct TypeFile {
     description: String,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    /// `sandbox = { write = [...], read = [...], network = "off", ... }`.
+    sandbox: Option<SandboxFile>,
+}
+
+/// A type's `sandbox` table (contract section 12).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SandboxFile {
+    write: Option<Vec<String>>,
+    read: Option<Vec<String>>,
+    network: Option<String>,
+    /// Bytes, or a string with a K, M or G suffix.
+    memory_max: Option<toml::Value>,
+    pids_max: Option<u64>,
+    /// `"150%"`, or a number (percent).
+    cpu_max: Option<toml::Value>,
+}
+
+/// Checks a type's `sandbox` table (`key` names it): every value, and every path's form (a
+/// path's existence is checked when a session opens, as `$CWD` is the session's).
+fn sandbox_table(key: &str, t: SandboxFile) -> Result<SandboxRequest, FileError> {
+    let text = |field: &str, v: toml::Value| -> Result<String, FileError> {
+        match v {
+            toml::Value::String(s) => Ok(s),
+            toml::Value::Integer(n) => Ok(n.to_string()),
+            other => Err(FileError::at(
+                format!("{key}.{field}"),
+                format!("must be a string or a number, got {}", other.type_str()),
+            )),
+        }
+    };
+    let at = |field: &str| format!("{key}.{field}");
+    let split = |e: String| {
+        let (k, reason) = e.split_once(": ").unwrap_or(("", &e));
+        FileError::at(k, reason)
+    };
+    let network = match t.network {
+        None => None,
+        Some(name) => Some(Network::from_name(&name).ok_or_else(|| {
+            FileError::at(
+                at("network"),
+                format!("must be on, loopback or off, got {name:?}"),
+            )
+        })?),
+    };
+    let memory_max = match t.memory_max {
+        None => None,
+        Some(v) => {
+            Some(sandbox::parse_size(&at("memory_max"), &text("memory_max", v)?).map_err(split)?)
+        }
+    };
+    let cpu_max = match t.cpu_max {
+        None => None,
+        Some(v) => Some(sandbox::parse_cpu(&at("cpu_max"), &text("cpu_max", v)?).map_err(split)?),
+    };
+    let pids_max = match t.pids_max {
+        None => None,
+        Some(n) => Some(sandbox::check_pids(&at("pids_max"), n).map_err(split)?),
+    };
+    let req = SandboxRequest {
+        write: t.write,
+        read: t.read,
+        network,
+        memory_max,
+        pids_max,
+        cpu_max,
+    };
+    req.check_paths(key).map_err(split)?;
+    Ok(req)
 }
 
 /// What is wrong with a config file, before the file's name is attached.
@@ -278,6 +348,10 @@ fn terminal_type(index: usize, t: TypeFile) -> Result<TerminalType, FileError> {
         ));
     }
     let env = env_table(&key("env"), t.env)?;
+    let sandbox = t
+        .sandbox
+        .map(|s| sandbox_table(&key("sandbox"), s))
+        .transpose()?;
     if find_program(&t.argv[0]).is_none() {
         tracing::warn!(
             r#type = %t.name,
@@ -292,6 +366,7 @@ fn terminal_type(index: usize, t: TypeFile) -> Result<TerminalType, FileError> {
         history_expansion: t.history_expansion,
         description: t.description,
         env,
+        sandbox,
     })
 }
 

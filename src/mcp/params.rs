@@ -4,6 +4,7 @@
 //! unknown name in `keys` or `signal`) is refused naming the field and what fits; the server
 //! answers it as a tool execution error the model can read (SEP-1303). Pure.
 
+use crate::error::Error;
 use crate::validate;
 use rmcp::model::JsonObject;
 use schemars::JsonSchema;
@@ -141,6 +142,56 @@ pub(crate) struct OpenArgs {
     pub(crate) cols: Option<u32>,
     #[schemars(range(min = 5, max = 1000), extend("default" = 40))]
     pub(crate) rows: Option<u32>,
+    /// Contain the terminal: what it may write, read and reach; may only tighten its type's.
+    pub(crate) sandbox: Option<SandboxArgs>,
+}
+
+/// `terminal_open`'s `sandbox`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SandboxArgs {
+    /// The only paths it may write ($CWD, $HOME, $TMPDIR allowed); [] for none.
+    pub(crate) write: Option<Vec<String>>,
+    /// The only paths it may read, besides the system's.
+    pub(crate) read: Option<Vec<String>>,
+    /// on, loopback (its own 127.0.0.1 only) or off.
+    pub(crate) network: Option<NetworkArg>,
+    /// Memory cap, e.g. "512M".
+    pub(crate) memory_max: Option<String>,
+    /// Most processes at once.
+    #[schemars(range(min = 1))]
+    pub(crate) pids_max: Option<u64>,
+    /// CPU cap in percent of one CPU, e.g. "50%".
+    pub(crate) cpu_max: Option<String>,
+}
+
+/// `sandbox.network`.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum NetworkArg {
+    On,
+    Loopback,
+    Off,
+}
+
+impl SandboxArgs {
+    /// The request's protobuf form (the daemon checks every value).
+    pub(crate) fn into_pb(self) -> crate::pb::Sandbox {
+        let paths = |p: Option<Vec<String>>| p.map(|paths| crate::pb::SandboxPaths { paths });
+        crate::pb::Sandbox {
+            write: paths(self.write),
+            read: paths(self.read),
+            network: match self.network {
+                None => String::new(),
+                Some(NetworkArg::On) => "on".into(),
+                Some(NetworkArg::Loopback) => "loopback".into(),
+                Some(NetworkArg::Off) => "off".into(),
+            },
+            memory_max: self.memory_max.unwrap_or_default(),
+            pids_max: self.pids_max.unwrap_or(0),
+            cpu_max: self.cpu_max.unwrap_or_default(),
+        }
+    }
 }
 
 impl Checked for OpenArgs {
@@ -149,6 +200,21 @@ impl Checked for OpenArgs {
         range("rows", self.rows, 5, 1000)?;
         for (name, value) in self.env.iter().flatten() {
             validate::env_var(name, value).map_err(|e| BadParams::checked("env", e))?;
+        }
+        if let Some(s) = &self.sandbox {
+            if let Some(m) = &s.memory_max {
+                crate::sandbox::parse_size("sandbox.memory_max", m).map_err(|e| {
+                    BadParams::checked("sandbox.memory_max", Error::InvalidArgument(e))
+                })?;
+            }
+            if let Some(c) = &s.cpu_max {
+                crate::sandbox::parse_cpu("sandbox.cpu_max", c).map_err(|e| {
+                    BadParams::checked("sandbox.cpu_max", Error::InvalidArgument(e))
+                })?;
+            }
+            if s.pids_max == Some(0) {
+                return Err(BadParams::field("sandbox.pids_max", "must be at least 1"));
+            }
         }
         Ok(())
     }

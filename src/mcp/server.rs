@@ -268,6 +268,7 @@ impl Terminals {
             cols: args.cols.unwrap_or(0),
             rows: args.rows.unwrap_or(0),
             max_result_bytes: self.shared.max_result_bytes,
+            sandbox: args.sandbox.map(params::SandboxArgs::into_pb),
         };
         let response = self.daemon().await?.open(request).await?.into_inner();
         let result = results::OpenResult::from(&response);

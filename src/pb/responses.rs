@@ -30,6 +30,7 @@ pub(crate) fn session_info(
         total_lines: state.total_lines,
         adopted: handle.adopted,
         attached: state.attached.unwrap_or_default(),
+        sandbox: handle.spec.sandbox.as_ref().map(super::sandbox::in_force),
     }
 }
 
@@ -38,6 +39,7 @@ pub(crate) fn session_info(
 /// whose tail is kept within what `cap` leaves after them.
 pub(crate) fn open_response(
     session: SessionInfo,
+    sandbox: Option<&crate::sandbox::Sandbox>,
     full_motd: &str,
     not_kept: Option<&str>,
     cap: usize,
@@ -47,6 +49,9 @@ pub(crate) fn open_response(
         header.push_str(&format!(" ({})", session.name));
     }
     header.push_str(&format!(" [type: {}]", session.r#type));
+    if let Some(sandbox) = sandbox {
+        header.push_str(&format!("\n[sandboxed: {}]", sandbox.describe()));
+    }
     if let Some(why) = not_kept {
         header.push_str(&format!(
             "\n[warning: the state directory cannot keep this session ({why}); it ends with \
@@ -110,13 +115,18 @@ fn list_line(s: &SessionInfo) -> String {
     };
     // A session this daemon took over from its predecessor says so (docs/lifecycle.md).
     let adopted = if s.adopted { " (adopted)" } else { "" };
+    let sandboxed = if s.sandbox.is_some() {
+        " [sandboxed]"
+    } else {
+        ""
+    };
     let attached = if s.attached.is_empty() {
         String::new()
     } else {
         format!(" (attached: {})", s.attached)
     };
     format!(
-        "{}{name} [{}] {status}{adopted}{attached}",
+        "{}{name} [{}]{sandboxed} {status}{adopted}{attached}",
         s.session_id, s.r#type
     )
 }
@@ -236,6 +246,13 @@ mod tests {
                 },
                 "t5 [shell] running pid=42 (attached: ptyd attach on /dev/pts/3)",
             ),
+            (
+                SessionInfo {
+                    sandbox: Some(Sandbox::default()),
+                    ..info("t6", "", None)
+                },
+                "t6 [shell] [sandboxed] running pid=42",
+            ),
         ];
         for (session, line) in table {
             assert_eq!(list_line(&session), line);
@@ -266,7 +283,7 @@ mod tests {
             ),
         ];
         for (motd, cap, rendered, truncated) in table {
-            let r = open_response(info("t1", "main", None), motd, None, cap);
+            let r = open_response(info("t1", "main", None), None, motd, None, cap);
             assert_eq!(r.rendered, rendered, "{motd:?} in {cap}");
             assert_eq!(r.motd_truncated, truncated, "{motd:?} in {cap}");
             assert!(r.rendered.len() <= cap);

@@ -28,6 +28,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+mod limits;
 use std::time::{Duration, Instant};
 use tokio::io::Interest;
 

@@ -36,7 +36,7 @@
 //! session while it keeps reaping, and runs in a Unix session of its own, so nothing aimed at the
 //! daemon's terminal (a Ctrl-C to a foreground `ptyd serve`) reaches it.
 
-use crate::process::{fd, handover, procfs, reaper};
+use crate::process::{fd, handover, procfs, reaper, sandbox};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigHandler, SigSet, Signal, kill, signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -85,6 +85,8 @@ pub(crate) enum Report {
     Killed(i32),
     /// The program could not be started (this errno).
     Failed(i32),
+    /// The session's sandbox could not be entered: this step failed with this errno.
+    Unenforceable(u8, i32),
 }
 
 impl Report {
@@ -94,12 +96,20 @@ impl Report {
             Report::Exited(code) => format!("exit {code}\n"),
             Report::Killed(sig) => format!("signal {sig}\n"),
             Report::Failed(errno) => format!("error {errno}\n"),
+            Report::Unenforceable(step, errno) => format!("sandbox {step} {errno}\n"),
         }
     }
 
     /// Parses one line (without its newline).
     pub(crate) fn parse(line: &str) -> Option<Report> {
         let (kind, n) = line.split_once(' ')?;
+        if kind == "sandbox" {
+            let (step, errno) = n.split_once(' ')?;
+            return Some(Report::Unenforceable(
+                step.parse().ok()?,
+                errno.parse().ok()?,
+            ));
+        }
         let n: i32 = n.parse().ok()?;
         match kind {
             "pid" => Some(Report::Started(n)),
@@ -242,13 +252,18 @@ fn helper_main(argv: Vec<OsString>) -> ! {
             grace: (grace_ms > 0).then(|| Duration::from_millis(grace_ms)),
         })
     });
-    let program = match start_program(&argv) {
+    let started = match sandbox::from_env() {
+        Ok(prepared) => start_program(&argv, prepared),
+        Err(failure) => Err(Report::Unenforceable(failure.step as u8, failure.errno)),
+    };
+    let program = match started {
         Ok(pid) => pid,
-        Err(errno) => {
+        Err(r) => {
             if let Some(a) = &adoption {
                 let _ = std::fs::remove_file(&a.path);
             }
-            fail(&status, errno)
+            report(&status, r);
+            std::process::exit(127)
         }
     };
     // Let go of the terminal: only the session's processes hold it from now on (and, for a
@@ -421,21 +436,27 @@ impl Helper {
     }
 }
 
-/// Starts the program as a session leader on the terminal (our stdin); returns its pid or the
-/// errno of the failure.
-fn start_program(argv: &[OsString]) -> Result<i32, i32> {
+/// Starts the program as a session leader on the terminal (our stdin), inside `sandbox` when
+/// there is one; returns its pid or the report of the failure.
+fn start_program(argv: &[OsString], sandbox: Option<sandbox::Prepared>) -> Result<i32, Report> {
     use std::os::unix::process::CommandExt;
-    let (program, args) = argv.split_first().ok_or(libc::EINVAL)?;
+    let (program, args) = argv.split_first().ok_or(Report::Failed(libc::EINVAL))?;
+    // The step a sandbox failed at comes back on this pipe (the child's errno alone, which
+    // std passes back, would not say which).
+    let (step_read, step_write) = crate::process::fd::pipe()
+        .map_err(|e| Report::Failed(e.raw_os_error().unwrap_or(libc::EIO)))?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(args)
         .env_remove(HELPER_ENV)
         .env_remove(CGROUP_ENV)
         .env_remove(SOCKET_ENV)
-        .env_remove(GRACE_ENV);
+        .env_remove(GRACE_ENV)
+        .env_remove(sandbox::SANDBOX_ENV);
+    let step_fd = step_write.as_raw_fd();
     // SAFETY: only async-signal-safe calls between fork and exec (libc's, as nix's wrappers
     // are not documented to be).
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             for sig in IGNORED
                 .into_iter()
                 .chain([Signal::SIGCHLD, Signal::SIGALRM])
@@ -447,12 +468,31 @@ fn start_program(argv: &[OsString]) -> Result<i32, i32> {
             if libc::setsid() == -1 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
+            if let Some(prepared) = &sandbox
+                && let Err(failure) = sandbox::enter(prepared)
+            {
+                let step = [failure.step as u8];
+                libc::write(step_fd, step.as_ptr().cast(), 1);
+                return Err(std::io::Error::from_raw_os_error(failure.errno));
+            }
             Ok(())
         });
     }
-    cmd.spawn()
-        .map(|child| child.id() as i32)
-        .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+    let spawned = cmd.spawn();
+    // Our write end closed, the read below ends at the child's exit.
+    drop(cmd);
+    drop(step_write);
+    match spawned {
+        Ok(child) => Ok(child.id() as i32),
+        Err(e) => {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            let mut step = [0u8];
+            match crate::process::fd::read(&step_read, &mut step) {
+                Ok(1) => Err(Report::Unenforceable(step[0], errno)),
+                _ => Err(Report::Failed(errno)),
+            }
+        }
+    }
 }
 
 /// Kills every descendant, stopping them first so none can fork in between. Used only once

@@ -30,7 +30,7 @@ mod ending;
 mod start;
 mod terminal;
 
-pub(crate) use start::AdoptionSocket;
+pub(crate) use start::{AdoptionSocket, Launch};
 
 /// How the session's program ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -75,15 +75,16 @@ impl SessionHandle {
                 path: p.files.socket(),
                 grace: p.grace,
             });
-        let spawned = Pty::spawn(
-            &spec.argv,
-            &spec.env,
-            &spec.cwd,
-            spec.cols,
-            spec.rows,
-            spec.process_tracking,
+        let spawned = Pty::spawn(crate::process::pty::Launch {
+            argv: &spec.argv,
+            env: &spec.env,
+            cwd: &spec.cwd,
+            cols: spec.cols,
+            rows: spec.rows,
+            tracking: spec.process_tracking,
             adoption,
-        )
+            sandbox: spec.sandbox.as_ref().zip(spec.sandbox_plan.as_deref()),
+        })
         .await;
         let pty = match spawned {
             Ok(pty) => pty,

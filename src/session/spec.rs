@@ -7,6 +7,7 @@
 use crate::config::{Config, TerminalType};
 use crate::error::{Error, Result};
 use crate::marks::{Integration, IntegrationFiles, MarkKey};
+use crate::sandbox::{self, Places, Sandbox, SandboxRequest};
 use crate::state::record::SessionRecord;
 use crate::validate;
 use std::collections::HashMap;
@@ -53,6 +54,11 @@ pub struct SessionSpec {
     /// How Close finds the session's processes (resolved by `serve`; `Auto` is resolved at
     /// spawn).
     pub process_tracking: crate::process::ProcessTracking,
+    /// The sandbox in force, if any.
+    pub sandbox: Option<Sandbox>,
+    /// What the session's helper enforces of it (`Sandbox::helper_lines`); `None` for an
+    /// adopted session, whose processes hold it already.
+    pub sandbox_plan: Option<String>,
 }
 
 /// An `Open` request's session settings, as the caller gave them (0 and empty: the default).
@@ -67,6 +73,8 @@ pub(crate) struct OpenParams<'a> {
     pub(crate) rows: u32,
     /// Environment overrides.
     pub(crate) env: &'a HashMap<String, String>,
+    /// A sandbox, or a tightening of the type's.
+    pub(crate) sandbox: Option<SandboxRequest>,
 }
 
 /// An `Open` request's settings, checked: what is left to do once the session has an id.
@@ -77,6 +85,7 @@ pub(crate) struct CheckedOpen<'c> {
     cols: u16,
     rows: u16,
     env: HashMap<String, String>,
+    sandbox: Option<SandboxRequest>,
 }
 
 impl SessionSpec {
@@ -111,6 +120,7 @@ impl SessionSpec {
             cols,
             rows,
             env: params.env.clone(),
+            sandbox: params.sandbox.clone(),
         })
     }
 
@@ -138,6 +148,7 @@ impl SessionSpec {
             pid,
             process_tag,
             jobs: Vec::new(),
+            sandbox: self.sandbox.clone(),
         }
     }
 
@@ -168,6 +179,8 @@ impl SessionSpec {
             startup_idle: Duration::ZERO,
             close_grace: Duration::from_millis(record.close_grace_ms),
             process_tracking,
+            sandbox: record.sandbox.clone(),
+            sandbox_plan: None,
         }
     }
 }
@@ -201,6 +214,10 @@ impl CheckedOpen<'_> {
             &mut argv,
             &mut env,
         );
+        let sandbox = self.sandbox_in_force(&env, config)?;
+        let sandbox_plan = sandbox
+            .as_ref()
+            .map(|s| s.helper_lines(&config.sandbox_hidden, &[integration.dir().to_path_buf()]));
         Ok(SessionSpec {
             id,
             owner,
@@ -219,7 +236,67 @@ impl CheckedOpen<'_> {
             startup_idle: config.startup_idle,
             close_grace: config.close_grace,
             process_tracking: config.process_tracking,
+            sandbox,
+            sandbox_plan,
         })
+    }
+
+    /// The type's sandbox tightened by the request's, resolved for this session's places
+    /// (`env` gives `$HOME` and `$TMPDIR`); refused when this daemon cannot enforce it.
+    fn sandbox_in_force(
+        &self,
+        env: &[(String, String)],
+        config: &Config,
+    ) -> Result<Option<Sandbox>> {
+        let var = |name: &str| {
+            env.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| PathBuf::from(v))
+        };
+        let home = var("HOME");
+        let tmpdir = var("TMPDIR").unwrap_or_else(|| "/tmp".into());
+        let places = Places {
+            cwd: &self.cwd,
+            home: home.as_deref(),
+            tmpdir: &tmpdir,
+        };
+        let canonical = |p: &Path| std::fs::canonicalize(p);
+        let of_type = match &self.ty.sandbox {
+            Some(req) => Some(
+                req.resolve(
+                    &format!("the type's sandbox ({})", self.ty.name),
+                    places,
+                    canonical,
+                )
+                .map_err(Error::FailedPrecondition)?,
+            ),
+            None => None,
+        };
+        let requested = match &self.sandbox {
+            Some(req) => Some(
+                req.resolve("sandbox", places, canonical)
+                    .map_err(Error::InvalidArgument)?,
+            ),
+            None => None,
+        };
+        let network = self.sandbox.as_ref().and_then(|r| r.network);
+        let Some(sandbox) = sandbox::combine(of_type.as_ref(), requested.as_ref(), network)
+            .map_err(Error::InvalidArgument)?
+        else {
+            return Ok(None);
+        };
+        if let Some(why) = crate::process::sandbox::kernel_refusal() {
+            return Err(Error::FailedPrecondition(format!("sandbox: {why}")));
+        }
+        if sandbox.has_limits()
+            && config.process_tracking != crate::process::ProcessTracking::Cgroup
+        {
+            return Err(Error::FailedPrecondition(format!(
+                "sandbox: memory_max, pids_max and cpu_max are cgroup v2 limits and need cgroup                  process tracking; this daemon tracks processes by {} (process_tracking in the                  config, or a delegated cgroup v2 subtree for auto)",
+                config.process_tracking
+            )));
+        }
+        Ok(Some(sandbox))
     }
 }
 

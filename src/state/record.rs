@@ -43,6 +43,9 @@ pub(crate) struct SessionRecord {
     /// The session's jobs.
     #[serde(default)]
     pub(crate) jobs: Vec<JobRecord>,
+    /// The sandbox its processes hold (they keep it whatever the daemon does).
+    #[serde(default)]
+    pub(crate) sandbox: Option<crate::sandbox::Sandbox>,
 }
 
 /// A job of the session.
@@ -109,6 +112,7 @@ impl SessionRecord {
             pid: 0,
             process_tag: None,
             jobs: Vec::new(),
+            sandbox: None,
         }
     }
 }
@@ -169,6 +173,14 @@ mod tests {
                 detail: String::new(),
                 wait: Some((1_700_000_060_000, 5000)),
             }],
+            sandbox: Some(crate::sandbox::Sandbox {
+                write: Some(vec!["/tmp".into()]),
+                read: None,
+                network: crate::sandbox::Network::Loopback,
+                memory_max: Some(1 << 30),
+                pids_max: Some(64),
+                cpu_max: None,
+            }),
         };
         let json = serde_json::to_string(&record).unwrap();
         let back: SessionRecord = serde_json::from_str(&json).unwrap();

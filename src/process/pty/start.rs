@@ -8,6 +8,8 @@ use crate::process::cgroup::SessionCgroup;
 use crate::process::fd;
 use crate::process::helper::{self, Report};
 use crate::process::reaper;
+use crate::process::sandbox::Step;
+use crate::sandbox::Sandbox;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
@@ -26,18 +28,38 @@ const HELPER_START: Duration = Duration::from_secs(20);
 /// How long a helper may take to hand its session over (normally microseconds).
 const ADOPT_WAIT: Duration = Duration::from_secs(5);
 
+/// What a new session's program is started with.
+pub(crate) struct Launch<'a> {
+    /// Program and arguments.
+    pub(crate) argv: &'a [String],
+    /// Exactly its environment (nothing inherited).
+    pub(crate) env: &'a [(String, String)],
+    pub(crate) cwd: &'a Path,
+    pub(crate) cols: u16,
+    pub(crate) rows: u16,
+    /// How its processes are tracked (`Auto` is resolved here).
+    pub(crate) tracking: ProcessTracking,
+    /// Where a later daemon adopts it; `None`: it ends with this daemon.
+    pub(crate) adoption: Option<AdoptionSocket>,
+    /// Its sandbox and the helper's plan of it.
+    pub(crate) sandbox: Option<(&'a Sandbox, &'a str)>,
+}
+
 impl Pty {
-    /// Starts `argv` with exactly `env` (nothing inherited) in `cwd` on a new PTY of
-    /// `cols`x`rows`, its processes tracked as `tracking` says (`Auto` is resolved here).
-    pub(crate) async fn spawn(
-        argv: &[String],
-        env: &[(String, String)],
-        cwd: &Path,
-        cols: u16,
-        rows: u16,
-        tracking: ProcessTracking,
-        adoption: Option<AdoptionSocket>,
-    ) -> io::Result<Pty> {
+    /// Starts `launch.argv` on a new PTY under a new helper, in its sandbox when it has one:
+    /// the cgroup limits set before the helper joins the cgroup, the rest entered by the
+    /// helper before the program runs.
+    pub(crate) async fn spawn(launch: Launch<'_>) -> io::Result<Pty> {
+        let Launch {
+            argv,
+            env,
+            cwd,
+            cols,
+            rows,
+            tracking,
+            adoption,
+            sandbox,
+        } = launch;
         if argv.is_empty() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty argv"));
         }
@@ -66,12 +88,26 @@ impl Pty {
         );
         let helper_path = executable.clone();
         let master_copy = io.get_ref().try_clone()?;
+        let limits = sandbox.map(|(s, _)| s.clone()).filter(Sandbox::has_limits);
+        if limits.is_some() && tracking != ProcessTracking::Cgroup {
+            return Err(io::Error::other(
+                "sandbox: memory_max, pids_max and cpu_max need cgroup process tracking",
+            ));
+        }
+        let plan = sandbox.map(|(_, plan)| plan.to_owned());
         let started = tokio::task::spawn_blocking(move || {
             let cgroup = match tracking {
                 ProcessTracking::Cgroup => {
                     let hierarchy =
                         crate::process::cgroup::hierarchy().map_err(io::Error::other)?;
-                    Some(SessionCgroup::create(hierarchy, &label)?)
+                    let cgroup = SessionCgroup::create(hierarchy, &label)?;
+                    if let Some(limits) = &limits
+                        && let Err(why) = cgroup.limit(hierarchy, limits)
+                    {
+                        let _ = cgroup.remove();
+                        return Err(io::Error::other(why));
+                    }
+                    Some(cgroup)
                 }
                 _ => None,
             };
@@ -86,8 +122,11 @@ impl Pty {
                 &argv,
                 &env,
                 &cwd,
-                dir.as_deref(),
-                adoption.as_ref(),
+                HelperTold {
+                    cgroup: dir.as_deref(),
+                    adoption: adoption.as_ref(),
+                    sandbox: plan.as_deref(),
+                },
             );
             match started {
                 Ok(helper) => Ok((helper, cgroup)),
@@ -132,6 +171,11 @@ impl Pty {
                 return Ok(pty);
             }
             Ok(Ok(Some(Report::Failed(errno)))) => io::Error::from_raw_os_error(errno),
+            Ok(Ok(Some(Report::Unenforceable(step, errno)))) => io::Error::other(format!(
+                "the sandbox cannot be enforced here: {} failed: {}",
+                Step::from_number(step).map_or("a step of the helper", Step::doing),
+                io::Error::from_raw_os_error(errno)
+            )),
             Ok(Ok(Some(other))) => {
                 io::Error::other(format!("the session helper reported {other:?} first"))
             }
@@ -247,18 +291,30 @@ struct HelperFds {
     status: OwnedFd,
 }
 
+/// What a helper is told besides the program: the cgroup it joins first, the socket it serves
+/// for an adopting daemon, the sandbox plan it enters before the program runs.
+struct HelperTold<'a> {
+    cgroup: Option<&'a Path>,
+    adoption: Option<&'a AdoptionSocket>,
+    sandbox: Option<&'a str>,
+}
+
 /// Starts the helper `executable` with the slave as stdin, the status pipe as stdout and a copy
-/// of the master as stderr, told to join `cgroup` first and to serve `adoption`'s socket. No
-/// code runs between fork and exec, so std uses `posix_spawn`.
+/// of the master as stderr, told what `told` says. No code runs between fork and exec, so std
+/// uses `posix_spawn`.
 fn spawn_helper(
     executable: &Path,
     fds: HelperFds,
     argv: &[String],
     env: &[(String, String)],
     cwd: &Path,
-    cgroup: Option<&Path>,
-    adoption: Option<&AdoptionSocket>,
+    told: HelperTold<'_>,
 ) -> io::Result<std::process::Child> {
+    let HelperTold {
+        cgroup,
+        adoption,
+        sandbox,
+    } = told;
     let mut cmd = std::process::Command::new(executable);
     cmd.arg0(helper::ARG0)
         .args(argv)
@@ -275,6 +331,9 @@ fn spawn_helper(
     if let Some(a) = adoption {
         cmd.env(helper::SOCKET_ENV, &a.path)
             .env(helper::GRACE_ENV, a.grace.as_millis().to_string());
+    }
+    if let Some(plan) = sandbox {
+        cmd.env(crate::process::sandbox::SANDBOX_ENV, plan);
     }
     // Dropping `cmd` afterwards closes our copies of the slave and the write end, or neither
     // hang-up nor EOF would ever arrive.
