@@ -160,7 +160,7 @@ pub fn check_pids(key: &str, n: u64) -> Result<u64, String> {
 /// A byte count in its shortest exact form (`"512M"`).
 pub fn format_size(bytes: u64) -> String {
     for (shift, suffix) in [(30, 'G'), (20, 'M'), (10, 'K')] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{}{suffix}", bytes >> shift);
         }
     }
@@ -447,9 +447,31 @@ impl Sandbox {
 
     /// What the helper enforces, a `key value` line each: the file and network rules, and
     /// `hidden`: the daemon's own places (socket, state and runtime directories) the session
-    /// must not reach, covered inside it. `extra_read` (the shell integration's files) is
-    /// readable when reading is restricted.
-    pub(crate) fn helper_lines(&self, hidden: &[PathBuf], extra_read: &[PathBuf]) -> String {
+    /// must not reach, covered inside it, except one that holds `cwd` or a root of the
+    /// sandbox (the session needs them; the places inside it are covered one by one) or lies
+    /// in another covered one. `extra_read` (the shell integration's files) is readable when
+    /// reading is restricted.
+    pub(crate) fn helper_lines(
+        &self,
+        hidden: &[PathBuf],
+        extra_read: &[PathBuf],
+        cwd: &Path,
+    ) -> String {
+        let needed: Vec<&Path> = [cwd]
+            .into_iter()
+            .chain(self.write.iter().flatten().map(PathBuf::as_path))
+            .chain(self.read.iter().flatten().map(PathBuf::as_path))
+            .chain(extra_read.iter().map(PathBuf::as_path))
+            .collect();
+        let covered: Vec<&PathBuf> = hidden
+            .iter()
+            .filter(|h| !needed.iter().any(|n| n.starts_with(h)))
+            .collect();
+        let covered: Vec<&PathBuf> = covered
+            .iter()
+            .filter(|h| !covered.iter().any(|o| o != *h && h.starts_with(o)))
+            .copied()
+            .collect();
         let mut out = String::new();
         let mut push = |key: &str, value: &str| {
             out.push_str(key);
@@ -473,7 +495,7 @@ impl Sandbox {
             None => {}
         }
         push(line::NETWORK, self.network.name());
-        for p in hidden {
+        for p in covered {
             push(line::HIDE, &p.to_string_lossy());
         }
         out

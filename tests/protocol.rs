@@ -37,6 +37,7 @@ async fn concurrent_opens_never_exceed_the_limits() {
             history_expansion: false,
             description: "a program that is not there".into(),
             env: Vec::new(),
+            sandbox: None,
         });
         let d = start_daemon_with(config).await;
         let home = d.dir().to_path_buf();

@@ -362,6 +362,7 @@ fn cat_type() -> ptyd::config::TerminalType {
         history_expansion: false,
         description: "cat, for cheap sessions".into(),
         env: Vec::new(),
+        sandbox: None,
     }
 }
 

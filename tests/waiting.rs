@@ -1070,6 +1070,7 @@ async fn a_write_nobody_reads_is_bounded_by_the_timeout() {
             history_expansion: false,
             description: "bash without shell integration".into(),
             env: Vec::new(),
+            sandbox: None,
         });
         let mut d = start_daemon_with(config).await;
         let c = &mut d.client;

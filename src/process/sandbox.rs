@@ -450,7 +450,7 @@ mod tests {
             pids_max: None,
             cpu_max: None,
         };
-        let text = sandbox.helper_lines(&["/run/user/1".into()], &["/i".into()]);
+        let text = sandbox.helper_lines(&["/run/user/1".into()], &["/i".into()], "/w".as_ref());
         let plan = Plan::parse(&text).unwrap();
         assert_eq!(
             plan,
@@ -469,7 +469,7 @@ mod tests {
             pids_max: None,
             cpu_max: None,
         };
-        let plan = Plan::parse(&nothing.helper_lines(&[], &[])).unwrap();
+        let plan = Plan::parse(&nothing.helper_lines(&[], &[], "/".as_ref())).unwrap();
         assert_eq!(plan.write, Some(vec![]));
         assert_eq!(plan.read, Some(vec![]));
     }

@@ -257,3 +257,27 @@ fn a_request_only_tightens_its_types_sandbox() {
         Some(vec![])
     );
 }
+
+#[test]
+fn the_daemons_places_are_covered_unless_the_session_needs_what_holds_them() {
+    let s = resolved(&SandboxRequest {
+        write: Some(vec!["/run/user/1/work".into()]),
+        network: Some(Network::Off),
+        ..Default::default()
+    });
+    let hidden: Vec<PathBuf> = [
+        "/run/user/1",
+        "/run/user/1/ptyd.sock",
+        "/home/u/.local/state/ptyd",
+        "/home/u/.local/state/ptyd/sessions",
+    ]
+    .map(PathBuf::from)
+    .to_vec();
+    let lines = s.helper_lines(&hidden, &[], Path::new("/work/proj"));
+    assert_eq!(
+        lines,
+        "write /run/user/1/work\nnetwork off\nhide /run/user/1/ptyd.sock\nhide /home/u/.local/state/ptyd\n",
+        "the runtime directory holds a write root: its socket is covered alone; the state \
+         directory's own contents go with it"
+    );
+}

@@ -215,9 +215,13 @@ impl CheckedOpen<'_> {
             &mut env,
         );
         let sandbox = self.sandbox_in_force(&env, config)?;
-        let sandbox_plan = sandbox
-            .as_ref()
-            .map(|s| s.helper_lines(&config.sandbox_hidden, &[integration.dir().to_path_buf()]));
+        let sandbox_plan = sandbox.as_ref().map(|s| {
+            s.helper_lines(
+                &config.sandbox_hidden,
+                &[integration.dir().to_path_buf()],
+                &self.cwd,
+            )
+        });
         Ok(SessionSpec {
             id,
             owner,
@@ -292,7 +296,9 @@ impl CheckedOpen<'_> {
             && config.process_tracking != crate::process::ProcessTracking::Cgroup
         {
             return Err(Error::FailedPrecondition(format!(
-                "sandbox: memory_max, pids_max and cpu_max are cgroup v2 limits and need cgroup                  process tracking; this daemon tracks processes by {} (process_tracking in the                  config, or a delegated cgroup v2 subtree for auto)",
+                "sandbox: memory_max, pids_max and cpu_max are cgroup v2 limits and need cgroup \
+                 process tracking; this daemon tracks processes by {} (process_tracking in the \
+                 config, or a delegated cgroup v2 subtree for auto)",
                 config.process_tracking
             )));
         }
@@ -330,6 +336,7 @@ mod tests {
             cols: 0,
             rows: 0,
             env,
+            sandbox: None,
         }
     }
 
