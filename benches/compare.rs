@@ -474,11 +474,17 @@ impl Client {
 
     /// Opens a bash session; returns its id and the shell's pid.
     fn open(&mut self, agent: &str) -> (String, i32) {
+        self.open_in(agent, None)
+    }
+
+    /// Opens a bash session inside `sandbox` when given.
+    fn open_in(&mut self, agent: &str, sandbox: Option<ptyd::pb::Sandbox>) -> (String, i32) {
         let req = OpenRequest {
             agent_id: agent.into(),
             r#type: "bash".into(),
             cols: COLS.into(),
             rows: ROWS.into(),
+            sandbox,
             ..Default::default()
         };
         let info = self
@@ -1075,24 +1081,44 @@ fn case_send(setup: &Setup, rows: &mut Vec<Row>) {
     let daemon = Daemon::spawn(setup, "send", DAEMON_SESSIONS);
     let mut client = Client::connect(&daemon.socket);
     let (sid, _) = client.open(AGENT);
+    // The tightest sandbox: its own directory writable, only the system readable, no network.
+    let paths = |p: &[&str]| {
+        Some(ptyd::pb::SandboxPaths {
+            paths: p.iter().map(|s| s.to_string()).collect(),
+        })
+    };
+    let (sandboxed, _) = client.open_in(
+        AGENT,
+        Some(ptyd::pb::Sandbox {
+            write: paths(&["$CWD"]),
+            read: paths(&[]),
+            network: "off".into(),
+            ..Default::default()
+        }),
+    );
     let mut raw = RawShell::spawn(setup);
     let tmux = Tmux::start(setup);
     // Warm-up.
     let mut wrong = 0;
     for _ in 0..20 {
         wrong += client.run_to_prompt(AGENT, &sid, "true");
+        wrong += client.run_to_prompt(AGENT, &sandboxed, "true");
         raw.run("true");
         client.health_check();
     }
     tmux.run("true");
     let (mut p, mut f, mut t) = (Vec::new(), Vec::new(), Vec::new());
     let (mut fa, mut health, mut read1) = (Vec::new(), Vec::new(), Vec::new());
+    let mut boxed = Vec::new();
     for _ in 0..LATENCY_ROUNDS {
         for _ in 0..LATENCY_PTYD_PER_ROUND {
             let t0 = Instant::now();
             // A wrong early answer is counted, and the time until the real prompt measured.
             wrong += client.run_to_prompt(AGENT, &sid, "true");
             p.push(ms(t0.elapsed()));
+            let t0 = Instant::now();
+            wrong += client.run_to_prompt(AGENT, &sandboxed, "true");
+            boxed.push(ms(t0.elapsed()));
         }
         for _ in 0..LATENCY_FLOOR_PER_ROUND {
             let t0 = Instant::now();
@@ -1147,6 +1173,26 @@ fn case_send(setup: &Setup, rows: &mut Vec<Row>) {
         pass: Some(pp50 <= 1.3 * fp50),
         json: json.clone(),
     });
+    let bp50 = p50(&boxed);
+    rows.push(Row {
+        case: "send latency, sandboxed session p50 (p99)".into(),
+        ptyd: format!("{} ({})", fmt_ms(bp50), fmt_ms(p99(&boxed))),
+        baselines: format!(
+            "plain session {} ({}); floor {}",
+            fmt_ms(pp50),
+            fmt_ms(p99(&p)),
+            fmt_ms(fp50)
+        ),
+        ratio: format!("{:.2}x floor, {:.2}x plain", bp50 / fp50, bp50 / pp50),
+        bar: "<= 1.3x floor".into(),
+        pass: Some(bp50 <= 1.3 * fp50),
+        json: json!({
+            "sandbox": "write $CWD; read none; network off",
+            "sandboxed_ms": {"p50": bp50, "p99": p99(&boxed), "n": boxed.len()},
+            "plain_ms": {"p50": pp50, "p99": p99(&p), "n": p.len()},
+            "raw_floor_ms": {"p50": fp50},
+        }),
+    });
     rows.push(Row::info(
         "info: RPC p50, Read of 1 line (through the actor)",
         fmt_ms(p50(&read1)),
@@ -1155,7 +1201,7 @@ fn case_send(setup: &Setup, rows: &mut Vec<Row>) {
     ));
     rows.push(Row {
         case: "send: answers other than prompt".into(),
-        ptyd: format!("{wrong} of {}", p.len() + 20),
+        ptyd: format!("{wrong} of {}", p.len() + boxed.len() + 40),
         baselines: String::new(),
         ratio: String::new(),
         bar: "0".into(),

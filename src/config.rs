@@ -698,6 +698,62 @@ argv = ["python3", "-I"]
     }
 
     #[test]
+    fn a_types_sandbox_is_read_and_checked_key_by_key() {
+        let ty = |sandbox: &str| {
+            format!("[[types]]\nname = \"c\"\nargv = [\"bash\"]\nsandbox = {{ {sandbox} }}\n")
+        };
+        let config = load_text(&ty(
+            "write = [\"$CWD\", \"/tmp\"], read = [], network = \"loopback\", \
+             memory_max = \"2G\", pids_max = 512, cpu_max = 150",
+        ))
+        .unwrap();
+        let sandbox = config.find_type("c").unwrap().sandbox.clone().unwrap();
+        assert_eq!(
+            sandbox,
+            crate::sandbox::SandboxRequest {
+                write: Some(vec!["$CWD".into(), "/tmp".into()]),
+                read: Some(vec![]),
+                network: Some(crate::sandbox::Network::Loopback),
+                memory_max: Some(2 << 30),
+                pids_max: Some(512),
+                cpu_max: Some(150),
+            }
+        );
+        for (body, key, reason) in [
+            (
+                "network = \"wifi\"",
+                "types[0].sandbox.network",
+                "on, loopback or off",
+            ),
+            (
+                "memory_max = \"lots\"",
+                "types[0].sandbox.memory_max",
+                "byte count",
+            ),
+            (
+                "memory_max = true",
+                "types[0].sandbox.memory_max",
+                "string or a number",
+            ),
+            ("cpu_max = \"0%\"", "types[0].sandbox.cpu_max", "from 1%"),
+            ("pids_max = 0", "types[0].sandbox.pids_max", "at least 1"),
+            ("write = [\"rel\"]", "types[0].sandbox.write[0]", "absolute"),
+            (
+                "read = [\"$USER/x\"]",
+                "types[0].sandbox.read[0]",
+                "only $CWD, $HOME",
+            ),
+            (
+                "seccomp = true",
+                "types[0].sandbox.seccomp",
+                "unknown field `seccomp`",
+            ),
+        ] {
+            assert_rejected(&ty(body), key, reason);
+        }
+    }
+
+    #[test]
     fn bad_environment_and_workspace_are_rejected() {
         assert_rejected(
             "[environment]\nallowlist = [\"PATH\", \"LC *\"]\n",

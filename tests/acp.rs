@@ -699,6 +699,40 @@ async fn terminal_mode_shows_a_command_as_the_terminal_card() {
 
 // 2. Exit status
 
+/// `ptyd acp --sandbox`: ACP has no field for a sandbox, so the shim's option contains every
+/// terminal it opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shims_sandbox_option_contains_its_terminals() {
+    timed(async {
+        let args = ["--sandbox", "write=$CWD", "--sandbox", "network=off"];
+        let (mut bridge, session, dir) = Bridge::ready(Mode::Terminal, &args).await;
+        let outside = tempfile::tempdir().expect("a directory outside");
+        let turn = bridge.prompt(&session, "touch inside && echo made").await;
+        assert_eq!(turn.final_update()["rawOutput"]["exit_code"], 0);
+        assert!(dir.path().join("inside").exists());
+        let escape = format!("touch {}/escaped", outside.path().display());
+        let turn = bridge.prompt(&session, &escape).await;
+        let last = turn.final_update();
+        assert_eq!(last["status"], "failed");
+        assert!(
+            turn.streamed().contains("Permission denied"),
+            "{:?}",
+            turn.streamed()
+        );
+        assert!(!outside.path().join("escaped").exists());
+        let turn = bridge
+            .prompt(&session, "(exec 3<>/dev/tcp/127.0.0.1/9)")
+            .await;
+        assert_eq!(turn.final_update()["status"], "failed");
+        assert!(
+            turn.streamed().contains("Permission denied"),
+            "{:?}",
+            turn.streamed()
+        );
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_codes_set_the_status_and_the_exit_pill() {
     timed(async {

@@ -350,6 +350,53 @@ async fn echo_hi_reads_like_the_contract() {
     .await;
 }
 
+/// terminal_open's sandbox: what is in force is in the text and the structured result, a
+/// denied write is the program's ordinary error, and a bad value names its argument.
+#[tokio::test]
+async fn terminal_open_takes_a_sandbox() {
+    timed(async {
+        let (dir, socket) = nowhere();
+        let mut mcp = Bridge::stdio(STRUCTURED, &socket).await;
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let opened = mcp
+            .call(
+                "terminal_open",
+                json!({"cwd": work, "sandbox": {"write": ["$CWD"], "network": "off"}}),
+            )
+            .await;
+        let work_real = std::fs::canonicalize(&work).unwrap();
+        let line = format!(
+            "[sandboxed: write {}; read all; network off]",
+            work_real.display()
+        );
+        assert!(text(&opened).contains(&line), "{}", text(&opened));
+        assert_eq!(structured(&opened)["sandbox"], line[12..line.len() - 1]);
+        let session = session_named(&text(&opened));
+        let outside = dir.path().join("outside-file");
+        let result = mcp
+            .send(&session, &format!("touch {}", outside.display()))
+            .await;
+        assert!(
+            text(&result).contains("Permission denied"),
+            "{}",
+            text(&result)
+        );
+        assert!(!outside.exists());
+        let result = mcp.send(&session, "touch inside && echo ok").await;
+        assert_eq!(structured(&result)["exit_code"], 0);
+        let refused = mcp
+            .call_bad_argument("terminal_open", json!({"sandbox": {"network": "wifi"}}))
+            .await;
+        assert!(refused.contains("sandbox"), "{refused}");
+        let refused = mcp
+            .call_bad_argument("terminal_open", json!({"sandbox": {"memory_max": "lots"}}))
+            .await;
+        assert!(refused.contains("sandbox.memory_max"), "{refused}");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn wait_reasons_match_grpc() {
     timed(async {

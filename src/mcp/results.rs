@@ -57,6 +57,9 @@ pub(crate) struct OpenResult {
     /// Startup output.
     pub(crate) motd: String,
     pub(crate) motd_truncated: bool,
+    /// The sandbox in force ("write ...; read ...; network ..."), absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) sandbox: Option<String>,
 }
 
 impl From<&pb::OpenResponse> for OpenResult {
@@ -70,6 +73,7 @@ impl From<&pb::OpenResponse> for OpenResult {
             cwd: s.cwd,
             motd: r.motd.clone(),
             motd_truncated: r.motd_truncated,
+            sandbox: s.sandbox.as_ref().map(pb::sandbox::describe),
         }
     }
 }

@@ -65,6 +65,23 @@ pub(crate) fn in_force(s: &sandbox::Sandbox) -> Sandbox {
     }
 }
 
+/// The line people read for a `SessionInfo.sandbox` (`Sandbox::describe`).
+pub(crate) fn describe(s: &Sandbox) -> String {
+    let roots = |p: &Option<SandboxPaths>| {
+        p.as_ref()
+            .map(|p| p.paths.iter().map(std::path::PathBuf::from).collect())
+    };
+    sandbox::Sandbox {
+        write: roots(&s.write),
+        read: roots(&s.read),
+        network: Network::from_name(&s.network).unwrap_or(Network::On),
+        memory_max: sandbox::parse_size("", &s.memory_max).ok(),
+        pids_max: (s.pids_max > 0).then_some(s.pids_max),
+        cpu_max: sandbox::parse_cpu("", &s.cpu_max).ok(),
+    }
+    .describe()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
