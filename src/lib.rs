@@ -55,7 +55,10 @@
 //!   processes), [`process::procfs`] (named `/proc` reads), [`process::stdin_probe`] (whether
 //!   a foreground program is blocked reading the terminal, from `/proc`), `process::fd` (pipes, non-blocking
 //!   fds and pidfds on nix), `process::handover` (the PTY master and the helper's reports passed
-//!   to an adopting daemon with `SCM_RIGHTS`), and `process::memory` (one `malloc_trim` after a
+//!   to an adopting daemon with `SCM_RIGHTS`), `process::sandbox` (a session's sandbox as its
+//!   helper enters it between fork and exec: namespaces, the daemon's places covered,
+//!   no_new_privs, the Landlock ruleset; and the kernel's Landlock check), the cgroup limits of
+//!   a sandbox in `process/cgroup/limits.rs`, and `process::memory` (one `malloc_trim` after a
 //!   burst of sessions rests or closes).
 //! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
 //!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
@@ -66,6 +69,8 @@
 //! - [`marks`]: shell-integration wrappers (bash, zsh, fish), the per-session mark key, OSC 133/7
 //!   parsing and output-region scanning.
 //! - [`waiting`]: deciding the wait reason (pure).
+//! - [`sandbox`]: session sandboxes (pure): a type's or an Open's request, its paths resolved,
+//!   how a request may only tighten its type's, and the plan a helper enforces.
 //! - [`render`]: byte-capped model-facing text (pure).
 //! - `private_dir`: the check that no other user can change where the socket and state live.
 //! - `validate`: request checks with messages that name the field, and the one rule for
@@ -85,7 +90,8 @@
 //! - [`client`]: typed client over the socket.
 //! - [`cli`]: the `ptyd` command line (client verbs; `--json` prints `pb`'s serialization).
 //! - [`pb`]: protobuf glue: generated code, conversions from domain types, the responses and
-//!   their rendered text (`pb/responses.rs`), JSON names of enums.
+//!   their rendered text (`pb/responses.rs`), a sandbox's protobuf form (`pb/sandbox.rs`), JSON
+//!   names of enums.
 //! - [`error`]: the library's error type.
 //!
 //! Outside the library: `src/main.rs` only parses the command line and hands off;

@@ -169,6 +169,7 @@ impl From<&crate::config::TerminalType> for TerminalType {
             argv: t.argv.clone(),
             integration: t.integration.name().to_owned(),
             description: t.description.clone(),
+            sandbox: t.sandbox.as_ref().map(sandbox::of_request),
         }
     }
 }

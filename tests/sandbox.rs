@@ -209,6 +209,12 @@ async fn reads_stay_inside_the_read_roots(tracking: ProcessTracking) {
         Some(0),
         "the write root and the system stay readable: {out}"
     );
+    // The daemon still sees a program inside wait for input (the stdin probe reads /proc).
+    let fr = send(&mut c, AGENT, &sid, "read -r answer; echo got-$answer").await;
+    assert_eq!(fr.wait_reason(), ptyd::pb::WaitReason::StdinRead, "{fr:?}");
+    let (code, out) = run(&mut c, &sid, "yes").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("got-yes"), "{out}");
     let o = outside.display();
     for attempt in [
         format!("cat {o}/kept"),
@@ -548,6 +554,25 @@ async fn a_request_tightens_its_types_sandbox_and_never_loosens_it() {
             r#type: "contained".into(),
             ..request(&work, sandbox)
         };
+        // Types says which types are sandboxed.
+        let types = c
+            .types(ptyd::pb::TypesRequest::default())
+            .await
+            .unwrap()
+            .into_inner();
+        let listed = types.types.iter().find(|t| t.name == "contained").unwrap();
+        assert_eq!(
+            listed.sandbox.as_ref().map(|s| s.network.as_str()),
+            Some("loopback")
+        );
+        assert!(
+            types
+                .rendered
+                .lines()
+                .any(|l| l.starts_with("contained [") && l.contains("] [sandboxed] ")),
+            "{}",
+            types.rendered
+        );
         // The type's sandbox applies without a request.
         let r = open_with(&mut c, typed(None)).await;
         let s = r.session.unwrap().sandbox.expect("the type's sandbox");

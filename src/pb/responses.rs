@@ -131,16 +131,22 @@ fn list_line(s: &SessionInfo) -> String {
     )
 }
 
-/// `Types`' answer: "shell [bash] /bin/bash: the user's login shell", one line per type.
+/// `Types`' answer: "shell [bash] /bin/bash: the user's login shell", one line per type
+/// ("box [bash] [sandboxed] bash: ..." for a type with a sandbox).
 pub(crate) fn types_response(types: &[crate::config::TerminalType]) -> TypesResponse {
     let types: Vec<TerminalType> = types.iter().map(TerminalType::from).collect();
     let lines: Vec<String> = types
         .iter()
         .map(|t| {
             format!(
-                "{} [{}] {}: {}",
+                "{} [{}]{} {}: {}",
                 t.name,
                 t.integration,
+                if t.sandbox.is_some() {
+                    " [sandboxed]"
+                } else {
+                    ""
+                },
                 t.argv.join(" "),
                 t.description
             )

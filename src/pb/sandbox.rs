@@ -36,16 +36,20 @@ pub fn from_flags(flags: &[String]) -> Result<Option<Sandbox>, String> {
     if flags.is_empty() {
         return Ok(None);
     }
-    let req = SandboxRequest::from_flags(flags)?;
-    let paths = |p: Option<Vec<String>>| p.map(|paths| SandboxPaths { paths });
-    Ok(Some(Sandbox {
-        write: paths(req.write),
-        read: paths(req.read),
+    Ok(Some(of_request(&SandboxRequest::from_flags(flags)?)))
+}
+
+/// A request (a type's, or the command line's) in its protobuf form.
+pub(crate) fn of_request(req: &SandboxRequest) -> Sandbox {
+    let paths = |p: &Option<Vec<String>>| p.clone().map(|paths| SandboxPaths { paths });
+    Sandbox {
+        write: paths(&req.write),
+        read: paths(&req.read),
         network: req.network.map(|n| n.name().to_owned()).unwrap_or_default(),
         memory_max: req.memory_max.map(sandbox::format_size).unwrap_or_default(),
         pids_max: req.pids_max.unwrap_or(0),
         cpu_max: req.cpu_max.map(|c| format!("{c}%")).unwrap_or_default(),
-    }))
+    }
 }
 
 /// The sandbox in force, as `SessionInfo.sandbox` reports it.
@@ -99,6 +103,7 @@ mod tests {
             cpu_max: "25%".into(),
         };
         let req = request(&s).unwrap();
+        assert_eq!(of_request(&req), s, "a request round-trips");
         assert_eq!(
             req,
             SandboxRequest {
