@@ -24,7 +24,7 @@ use landlock::{
     ABI, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, Scope,
 };
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -301,23 +301,79 @@ pub(crate) fn prepare(plan: &Plan) -> Result<Prepared, Failure> {
     })
 }
 
-/// Writes `data` to the file at `path` (a `/proc/self` map).
+/// Writes `data` to the file at `path` (a `/proc/self` map). Async-signal-safe: `open`,
+/// `write` and `close` on a C string and a buffer made before the fork.
+fn write_file(path: &CStr, data: &[u8]) -> rustix::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
+    match rustix::io::write(&fd, data)? {
+        n if n == data.len() => Ok(()),
+        _ => Err(rustix::io::Errno::IO),
+    }
+}
+
+/// Enters the sandbox: call between fork and exec, after the terminal is the controlling one.
+/// System calls only, on what [`prepare`] made: nothing allocates.
 ///
 /// # Safety
-/// Async-signal-safe: only `open`, `write` and `close`.
-unsafe fn write_file(path: &std::ffi::CStr, data: &[u8]) -> Result<(), i32> {
-    // SAFETY: plain system calls on a valid C string and buffer.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(errno());
+/// The caller is a child between fork and exec (single-threaded, its file table its own):
+/// unsharing the namespaces affects nothing else.
+pub(crate) unsafe fn enter(p: &Prepared) -> Result<(), Failure> {
+    use rustix::mount::{MountFlags, MountPropagationFlags};
+    let at = |step: Step| {
+        move |e: rustix::io::Errno| Failure {
+            step,
+            errno: e.raw_os_error(),
         }
-        let n = libc::write(fd, data.as_ptr().cast(), data.len());
-        let e = errno();
-        libc::close(fd);
-        if n != data.len() as isize {
-            return Err(e);
+    };
+    let mut flags = rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWNS;
+    if p.network != Network::On {
+        flags |= rustix::thread::UnshareFlags::NEWNET;
+    }
+    // SAFETY: no FILES flag, and this process is single-threaded (see the function's contract).
+    unsafe { rustix::thread::unshare_unsafe(flags) }.map_err(at(Step::Namespaces))?;
+    let maps: [(&CStr, &[u8]); 3] = [
+        (c"/proc/self/setgroups", b"deny"),
+        (c"/proc/self/uid_map", &p.uid_map),
+        (c"/proc/self/gid_map", &p.gid_map),
+    ];
+    for (path, data) in maps {
+        write_file(path, data).map_err(at(Step::UserMap))?;
+    }
+    // Nothing mounted here propagates anywhere (the namespace is already a slave of the
+    // host's, being owned by a new user namespace; private says so outright).
+    rustix::mount::mount_change(
+        c"/",
+        MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
+    )
+    .map_err(at(Step::Cover))?;
+    for cover in &p.covers {
+        if cover.directory {
+            rustix::mount::mount(
+                c"ptyd-hidden",
+                cover.path.as_c_str(),
+                c"tmpfs",
+                MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+                c"size=4k,mode=0500",
+            )
+        } else {
+            rustix::mount::mount_bind(c"/dev/null", cover.path.as_c_str())
         }
+        .map_err(at(Step::Cover))?;
+    }
+    if p.network == Network::Loopback {
+        loopback_up().map_err(|errno| Failure {
+            step: Step::Loopback,
+            errno,
+        })?;
+    }
+    rustix::thread::set_no_new_privs(true).map_err(at(Step::NoNewPrivs))?;
+    // SAFETY: landlock_restrict_self takes an fd (ours, open) and flags; rustix has no wrapper.
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, p.ruleset.as_raw_fd(), 0) } != 0 {
+        return Err(Failure {
+            step: Step::Restrict,
+            errno: errno(),
+        });
     }
     Ok(())
 }
@@ -328,112 +384,22 @@ fn errno() -> i32 {
         .unwrap_or(libc::EIO)
 }
 
-/// Enters the sandbox: call between fork and exec, after the terminal is the controlling one.
-///
-/// # Safety
-/// Only async-signal-safe system calls; nothing allocates.
-pub(crate) unsafe fn enter(p: &Prepared) -> Result<(), Failure> {
-    let fail = |step| Failure {
-        step,
-        errno: errno(),
-    };
-    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
-    if p.network != Network::On {
-        flags |= libc::CLONE_NEWNET;
+/// Sets `lo` up in the (new) network namespace (`SIOCSIFFLAGS`, which neither rustix nor nix
+/// wraps). Async-signal-safe: `socket`, `ioctl`, `close`.
+fn loopback_up() -> Result<(), i32> {
+    use rustix::net::{AddressFamily, SocketType};
+    let sock = rustix::net::socket(AddressFamily::INET, SocketType::DGRAM, None)
+        .map_err(|e| e.raw_os_error())?;
+    // SAFETY: an all-zero ifreq is a valid value of the plain-data struct.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    req.ifr_name[0] = b'l' as libc::c_char;
+    req.ifr_name[1] = b'o' as libc::c_char;
+    req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as i16;
+    // SAFETY: SIOCSIFFLAGS reads only the ifreq it is given, which lives across the call.
+    match unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } {
+        0 => Ok(()),
+        _ => Err(errno()),
     }
-    // SAFETY (every block below): system calls with valid C strings, buffers and fds.
-    if unsafe { libc::unshare(flags) } != 0 {
-        return Err(fail(Step::Namespaces));
-    }
-    let maps: [(&std::ffi::CStr, &[u8]); 3] = [
-        (c"/proc/self/setgroups", b"deny"),
-        (c"/proc/self/uid_map", &p.uid_map),
-        (c"/proc/self/gid_map", &p.gid_map),
-    ];
-    for (path, data) in maps {
-        unsafe { write_file(path, data) }.map_err(|errno| Failure {
-            step: Step::UserMap,
-            errno,
-        })?;
-    }
-    // Nothing mounted here propagates anywhere (the namespace is already a slave of the
-    // host's, being owned by a new user namespace; private says so outright).
-    if unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    } != 0
-    {
-        return Err(fail(Step::Cover));
-    }
-    for cover in &p.covers {
-        let done = if cover.directory {
-            unsafe {
-                libc::mount(
-                    c"ptyd-hidden".as_ptr(),
-                    cover.path.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    c"size=4k,mode=0500".as_ptr().cast(),
-                )
-            }
-        } else {
-            unsafe {
-                libc::mount(
-                    c"/dev/null".as_ptr(),
-                    cover.path.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                )
-            }
-        };
-        if done != 0 {
-            return Err(fail(Step::Cover));
-        }
-    }
-    if p.network == Network::Loopback {
-        unsafe { loopback_up() }.map_err(|errno| Failure {
-            step: Step::Loopback,
-            errno,
-        })?;
-    }
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(fail(Step::NoNewPrivs));
-    }
-    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, p.ruleset.as_raw_fd(), 0) } != 0 {
-        return Err(fail(Step::Restrict));
-    }
-    Ok(())
-}
-
-/// Sets `lo` up in the (new) network namespace.
-///
-/// # Safety
-/// Async-signal-safe: `socket`, `ioctl`, `close`.
-unsafe fn loopback_up() -> Result<(), i32> {
-    // SAFETY: an ifreq is plain data; the ioctl reads and writes only it.
-    unsafe {
-        let sock = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if sock < 0 {
-            return Err(errno());
-        }
-        let mut req: libc::ifreq = std::mem::zeroed();
-        req.ifr_name[0] = b'l' as libc::c_char;
-        req.ifr_name[1] = b'o' as libc::c_char;
-        req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as i16;
-        let r = libc::ioctl(sock, libc::SIOCSIFFLAGS, &req);
-        let e = errno();
-        libc::close(sock);
-        if r != 0 {
-            return Err(e);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
