@@ -14,6 +14,7 @@ mod checkpoint;
 mod emulator;
 mod fast_path;
 mod recorder;
+mod redraws;
 mod resting;
 mod run;
 mod sequences;

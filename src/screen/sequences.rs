@@ -154,7 +154,16 @@ impl Sequences {
         // `input` starts this far into the stream (the carried bytes came before `bytes`).
         let base = self.fed - self.carry.len() as u64;
         self.fed += bytes.len() as u64;
-        self.feed_input(bytes, base, state);
+        // Redraws that a later paint of the same row overwrites in these bytes are not
+        // emulated (`redraws`), when nothing of an earlier chunk is pending: the bytes then
+        // begin at ground, and hold no string (a mark's place in the stream stays exact).
+        let at_ground = self.carry.is_empty() && !self.in_string && !self.unsure;
+        let collapsed = if at_ground && state.fast_path && !state.unusual_modes {
+            super::redraws::collapse(bytes, usize::from(state.size().0))
+        } else {
+            None
+        };
+        self.feed_input(collapsed.as_deref().unwrap_or(bytes), base, state);
         // Marks in strings ended otherwise than by BEL: placed at the end of this chunk.
         state
             .parser
