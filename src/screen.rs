@@ -11,6 +11,7 @@
 //! the result is the same as emulating every byte (a differential test compares both).
 
 mod checkpoint;
+mod deferred;
 mod emulator;
 mod fast_path;
 mod recorder;
@@ -93,6 +94,7 @@ impl Terminal {
                 fast_path: true,
                 ground: true,
                 resting: None,
+                deferred: Default::default(),
                 #[cfg(test)]
                 emulated: 0,
             }),
@@ -121,7 +123,17 @@ impl Terminal {
         self.remember(bytes);
         let state = self.state.get_mut();
         state.wake();
-        self.sequences.feed(bytes, state);
+        match state.defer(bytes, self.sequences.is_idle()) {
+            // Counted as the sequence layer would count them: marks' places stay exact.
+            deferred::Deferral::Kept => self.sequences.fed += bytes.len() as u64,
+            deferred::Deferral::Refused(None) => self.sequences.feed(bytes, state),
+            deferred::Deferral::Refused(Some(mut unfinished)) => {
+                // The unfinished sequence kept was counted when it came.
+                self.sequences.fed -= unfinished.len() as u64;
+                unfinished.extend_from_slice(bytes);
+                self.sequences.feed(&unfinished, state);
+            }
+        }
     }
 
     /// Answers to terminal queries seen since the last call, to be written to the program.

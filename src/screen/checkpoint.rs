@@ -51,6 +51,7 @@ impl Terminal {
         // holds nothing of one (a rebuilt parser would not hold it either).
         let dropping_string = self.sequences.dropping_string();
         if !(self.sequences.is_idle() || dropping_string.is_some())
+            || state.deferred_bytes() > 0
             || state.unusual_modes
             // The newest history line goes on on the screen: the rebuilt history's would not.
             || state.parser.callbacks().tail_wrapped()

@@ -236,6 +236,7 @@ impl State {
 
     /// Brings the emulator up to date, keeping the run going when it can.
     pub(super) fn sync(&mut self) {
+        self.emulate_deferred();
         if !self.run.active {
             return;
         }

@@ -39,6 +39,8 @@ enum Token {
     Repeat,
     /// The start of a string sequence.
     String,
+    /// An escape sequence the bytes end inside.
+    Unfinished,
 }
 
 /// The next token at the start of `bytes` and its length.
@@ -52,6 +54,7 @@ fn token(bytes: &[u8]) -> (Token, usize) {
                 .unwrap_or(bytes.len());
             (Token::Text(n), n)
         }
+        0x1b if bytes.len() == 1 => (Token::Unfinished, 1),
         0x1b if bytes.get(1) == Some(&b'[') => csi(bytes),
         // A string (OSC, DCS, APC, PM, SOS) may hold anything, a mark among them, whose
         // place in the stream must stay exact.
@@ -70,8 +73,7 @@ fn csi(bytes: &[u8]) -> (Token, usize) {
         .unwrap_or(bytes.len() - 2);
     let end = 2 + params_len;
     let Some(&last) = bytes.get(end) else {
-        // Unfinished: the rest is the emulator's to keep.
-        return (Token::Other, bytes.len());
+        return (Token::Unfinished, bytes.len());
     };
     if !(0x40..=0x7e).contains(&last) {
         return (Token::Other, end + 1);
@@ -175,6 +177,42 @@ pub(crate) fn collapse(bytes: &[u8], cols: usize) -> Option<Vec<u8>> {
         }
     }
     Some(out)
+}
+
+/// Where a stream of paints stands at the end of some bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum PaintState {
+    /// Between paints (or before the first): the next must begin with a move to column 1.
+    #[default]
+    Outside,
+    /// Inside a paint that has printed this wide so far.
+    Inside { width: usize },
+}
+
+/// Whether `bytes`, following `state`, are nothing but paints up to, at most, an escape
+/// sequence they end inside: `Some((complete, state))`, where `complete` bytes come before
+/// that unfinished sequence and `state` is where the paints stand after them; `None` when
+/// anything else comes (and for a repeat, or a string).
+pub(super) fn only_paints(
+    bytes: &[u8],
+    mut state: PaintState,
+    cols: usize,
+) -> Option<(usize, PaintState)> {
+    let mut at = 0;
+    while at < bytes.len() {
+        let (tok, len) = token(&bytes[at..]);
+        state = match (tok, state) {
+            (Token::ToLineStart | Token::ToRow(_), _) => PaintState::Inside { width: 0 },
+            (Token::Colour | Token::EraseLine, PaintState::Inside { .. }) => state,
+            (Token::Text(n), PaintState::Inside { width }) if width + n < cols => {
+                PaintState::Inside { width: width + n }
+            }
+            (Token::Unfinished, _) => return Some((at, state)),
+            _ => return None,
+        };
+        at += len;
+    }
+    Some((at, state))
 }
 
 /// Whether `bytes` hold an erase-line sequence (`CSI K`, `0K`, `2K`), found by its final byte.

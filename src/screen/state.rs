@@ -45,6 +45,8 @@ pub(super) struct State {
     pub(super) ground: bool,
     /// While the terminal rests: the bytes that redraw its screen, with the size to restore.
     pub(super) resting: Option<Resting>,
+    /// Paints of the alternate screen not emulated yet (`deferred`).
+    pub(super) deferred: super::deferred::Deferred,
     /// Bytes given to the emulator (tests of what the sequence layer drops read it).
     #[cfg(test)]
     pub(super) emulated: usize,

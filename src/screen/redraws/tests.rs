@@ -78,7 +78,9 @@ fn fed(stream: &[u8], collapse: bool, piece: usize) -> Terminal {
 
 /// What a reader could tell apart: every row with its colours, the cursor, the pen.
 fn everything(t: &mut Terminal) -> (String, (u16, u16), String) {
-    let screen = t.state.get_mut().parser.screen();
+    let state = t.state.get_mut();
+    state.sync();
+    let screen = state.parser.screen();
     (
         screen.contents_formatted(),
         screen.cursor_position(),
@@ -163,5 +165,74 @@ fn erase_lines_are_found_by_their_final_byte() {
         (b"\x1b[31mred\x1b[0m\r\n", false),
     ] {
         assert_eq!(super::has_erase_line(bytes), has, "{bytes:?}");
+    }
+}
+
+/// A full-screen program on the alternate screen: frames of rows placed, coloured and erased,
+/// split anywhere (inside a sequence too), read now and then, and left at the end.
+#[test]
+fn deferred_full_screen_redraws_read_as_if_emulated() {
+    let mut rng = crate::screen::fast_path_tests::XorShift(0x9FB2_1C65_1E98_DF25);
+    for round in 0..30 {
+        let mut stream = b"\x1b[?1049h\x1b[H\x1b[2J".to_vec();
+        for frame in 0..40 {
+            for row in 1..=6 {
+                let n = rng.below(25) as usize;
+                stream.extend(
+                    format!(
+                        "\x1b[{row};1H\x1b[3{}m{}{frame}\x1b[0m\x1b[K",
+                        rng.below(8),
+                        "=".repeat(n)
+                    )
+                    .bytes(),
+                );
+            }
+            if rng.below(10) == 0 {
+                // Something other than a paint: a move, a mark, a status line's wrap.
+                stream.extend_from_slice(
+                    [&b"\x1b[3;5H*"[..], b"\x1b]133;A\x07", b"\r\n", b"\x1b[5b"]
+                        [rng.below(4) as usize],
+                );
+            }
+        }
+        stream.extend_from_slice(b"\x1b[?1049lback on the main screen\r\n");
+        let mut with = Terminal::new(30, 6, 10_000, 1 << 20);
+        let mut without = Terminal::new(30, 6, 10_000, 1 << 20);
+        without.state.get_mut().fast_path = false;
+        let mut pos = 0;
+        while pos < stream.len() {
+            let n = (1 + rng.below(700) as usize).min(stream.len() - pos);
+            with.feed(&stream[pos..pos + n]);
+            without.feed(&stream[pos..pos + n]);
+            pos += n;
+            assert_eq!(
+                with.total_lines(),
+                without.total_lines(),
+                "round {round} at {pos}"
+            );
+            assert_eq!(with.cursor(), without.cursor(), "round {round} at {pos}");
+            assert_eq!(
+                with.take_marks(),
+                without.take_marks(),
+                "round {round} at {pos}"
+            );
+            if rng.below(8) == 0 {
+                assert_eq!(
+                    everything(&mut with),
+                    everything(&mut without),
+                    "round {round} at {pos}"
+                );
+            }
+        }
+        assert_eq!(
+            everything(&mut with),
+            everything(&mut without),
+            "round {round}"
+        );
+        assert_eq!(
+            crate::screen::tests::all_lines(&with),
+            crate::screen::tests::all_lines(&without),
+            "round {round}"
+        );
     }
 }
