@@ -64,7 +64,9 @@
 //!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
 //!   vt100 lacks in `xterm`), the emulator state and its line reads (`state`), history recording
 //!   and query replies (`recorder`), the plain-line fast path (`fast_path`, its data in `run`),
-//!   resting idle screens (`resting`) and checkpoints that rebuild a terminal (`checkpoint`).
+//!   redraws a later paint of the same row overwrites, not emulated (`redraws`, pure), the
+//!   alternate screen's repaints kept until something reads it (`deferred`), resting idle
+//!   screens (`resting`) and checkpoints that rebuild a terminal (`checkpoint`).
 //! - [`history`]: the paged, bounded, numbered line store (pure).
 //! - [`marks`]: shell-integration wrappers (bash, zsh, fish), the per-session mark key, OSC 133/7
 //!   parsing and output-region scanning.

@@ -16,6 +16,8 @@ impl Terminal {
         if state.resting.is_some() {
             return true;
         }
+        // An idle full-screen program keeps no deferred paints (nor their buffer).
+        state.emulate_deferred();
         if !self.sequences.is_idle()
             || state.run.active
             || state.main_snapshot.is_some()
