@@ -426,6 +426,29 @@ async fn networks_are_what_the_sandbox_says(tracking: ProcessTracking) {
 in_both_modes!(networks_are_what_the_sandbox_says:
     networks_are_what_the_sandbox_says_cgroup, networks_are_what_the_sandbox_says_subreaper);
 
+/// Opens a session with `sandbox`'s limit: its id when this daemon enforces it, else `None`,
+/// the refusal checked to be FAILED_PRECONDITION naming `key` and its `controller`.
+async fn limited(
+    c: &mut Client,
+    work: &Path,
+    sandbox: Sandbox,
+    key: &str,
+    controller: &str,
+) -> Option<String> {
+    match c.open(request(work, Some(sandbox))).await {
+        Ok(r) => Some(r.into_inner().session.unwrap().session_id),
+        Err(s) => {
+            assert_eq!(s.code(), Code::FailedPrecondition, "{s:?}");
+            let message = s.message();
+            assert!(
+                message.contains(key) && message.contains(&format!("{controller} controller")),
+                "{s:?}"
+            );
+            None
+        }
+    }
+}
+
 /// The limits need cgroup tracking with their controller delegated: the session then gets
 /// exactly them, or its Open fails naming what this daemon lacks (never less).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -437,69 +460,36 @@ async fn limits_hold_inside_the_session_or_the_open_says_why_not() {
             .await
             .session
             .unwrap();
-        let pids = c
-            .open(request(
-                &work,
-                Some(Sandbox {
-                    pids_max: 16,
-                    ..Default::default()
-                }),
-            ))
+        let pids = Sandbox {
+            pids_max: 16,
+            ..Default::default()
+        };
+        if let Some(sid) = limited(&mut c, &work, pids, "sandbox.pids_max", "pids").await {
+            let (_, out) = run(
+                &mut c,
+                &sid,
+                "for i in $(seq 40); do sleep 30 & done 2>/dev/null; jobs -r | wc -l",
+            )
             .await;
-        match pids {
-            Ok(r) => {
-                let sid = r.into_inner().session.unwrap().session_id;
-                let (_, out) = run(
-                    &mut c,
-                    &sid,
-                    "n=0; for i in $(seq 40); do sleep 30 & done 2>&1 | tail -1; jobs -r | wc -l",
-                )
-                .await;
-                let running: usize = out.trim().lines().last().unwrap().trim().parse().unwrap();
-                assert!(running < 16, "a fork loop stops at pids_max: {out}");
-            }
-            Err(s) => {
-                assert_eq!(s.code(), Code::FailedPrecondition, "{s:?}");
-                assert!(
-                    s.message().contains("sandbox.pids_max")
-                        && s.message().contains("pids controller"),
-                    "{s:?}"
-                );
-            }
+            let running: usize = out.trim().lines().last().unwrap().trim().parse().unwrap();
+            assert!(
+                (1..16).contains(&running),
+                "a fork loop stops at pids_max: {out}"
+            );
         }
-        let memory = c
-            .open(request(
-                &work,
-                Some(Sandbox {
-                    memory_max: "64M".into(),
-                    ..Default::default()
-                }),
-            ))
-            .await;
-        match memory {
-            Ok(r) => {
-                let sid = r.into_inner().session.unwrap().session_id;
-                let (code, _) = run(
-                    &mut c,
-                    &sid,
-                    "python3 -c 'a = bytearray(512 << 20); print(len(a))'",
-                )
-                .await;
-                assert_eq!(
-                    code,
-                    Some(137),
-                    "the memory hog is killed inside the session"
-                );
-                run_ok(&mut c, AGENT, &sid, "true").await;
-            }
-            Err(s) => {
-                assert_eq!(s.code(), Code::FailedPrecondition, "{s:?}");
-                assert!(
-                    s.message().contains("sandbox.memory_max")
-                        && s.message().contains("memory controller"),
-                    "{s:?}"
-                );
-            }
+        let memory = Sandbox {
+            memory_max: "64M".into(),
+            ..Default::default()
+        };
+        if let Some(sid) = limited(&mut c, &work, memory, "sandbox.memory_max", "memory").await {
+            let hog = "python3 -c 'a = bytearray(512 << 20); print(len(a))'";
+            let (code, _) = run(&mut c, &sid, hog).await;
+            assert_eq!(
+                code,
+                Some(137),
+                "the memory hog is killed inside the session"
+            );
+            run_ok(&mut c, AGENT, &sid, "true").await;
         }
         // Whatever happened, the other session and the daemon go on.
         run_ok(&mut c, AGENT, &bystander.session_id, "echo still-here").await;

@@ -62,6 +62,21 @@ pub struct SendInput {
 }
 
 impl SendInput {
+    /// `text` and Enter with the contract's defaults: what the unit tables type.
+    #[cfg(test)]
+    pub(crate) fn typed(text: &str) -> SendInput {
+        SendInput {
+            text: text.to_owned(),
+            submit: true,
+            keys: Vec::new(),
+            timeout: Duration::from_secs(30),
+            idle: Duration::from_secs(5),
+            max_result_bytes: 65536,
+            typeahead: false,
+            web_page: None,
+        }
+    }
+
     /// True when the send writes nothing and only waits.
     pub fn is_pure_wait(&self) -> bool {
         self.text.is_empty() && !self.submit && self.keys.is_empty()

@@ -85,19 +85,9 @@ pub(crate) fn encode_input(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn input(text: &str) -> SendInput {
-        SendInput {
-            text: text.to_owned(),
-            submit: true,
-            keys: Vec::new(),
-            timeout: Duration::from_secs(30),
-            idle: Duration::from_secs(5),
-            max_result_bytes: 65536,
-            typeahead: false,
-            web_page: None,
-        }
+        SendInput::typed(text)
     }
 
     #[test]

@@ -63,16 +63,7 @@ const C: Step = Saw(Mark::CommandStart);
 const REJECTED: Step = Saw(Mark::LineRejected);
 
 fn input(text: &str) -> SendInput {
-    SendInput {
-        text: text.to_owned(),
-        submit: true,
-        keys: Vec::new(),
-        timeout: Duration::from_secs(30),
-        idle: Duration::from_secs(5),
-        max_result_bytes: 65536,
-        typeahead: false,
-        web_page: None,
-    }
+    SendInput::typed(text)
 }
 
 /// Runs a scenario; the line numbers of marks count up from 1, one per step.
