@@ -159,9 +159,10 @@ pub(crate) fn read_token_file(path: &Path) -> Result<String> {
     Ok(token.to_owned())
 }
 
-/// What a sandboxed session must not reach, covered inside it: this daemon's socket, its
-/// state directory (every session's helper socket is there) and its runtime directory (the
-/// user's service manager, bus and agents listen there).
+/// What a sandboxed session must not reach, covered inside it, besides the token and config
+/// files start-up names: this daemon's socket, its state directory (every session's helper
+/// socket is there) and its runtime directory (the user's service manager, bus and agents
+/// listen there).
 fn sandbox_hidden(listener: &UnixListener, state: Option<&Path>) -> Vec<PathBuf> {
     let socket = listener
         .local_addr()
@@ -225,7 +226,10 @@ pub(crate) async fn serve_with(
             Registry::default()
         }
     };
-    config.sandbox_hidden = sandbox_hidden(&listener, registry.state().map(|s| s.root()));
+    config.sandbox_hidden.extend(sandbox_hidden(
+        &listener,
+        registry.state().map(|s| s.root()),
+    ));
     let config = Arc::new(config);
     let terminals = Terminals::new(Arc::new(registry), config.clone(), integration);
     let adopted = terminals.adopt_all().await;

@@ -718,6 +718,16 @@ async fn a_sandbox_outlives_a_kill_9_of_the_daemon() {
         )
         .await;
         let before = r.session.unwrap();
+        // The config file (like the daemon's token files) reads as empty from inside.
+        let config_file = dir.path().join("config/ptyd/config.toml");
+        let (code, out) = run(
+            &mut c,
+            &before.session_id,
+            &format!("wc -c < {}", config_file.display()),
+        )
+        .await;
+        assert_eq!((code, out.trim()), (Some(0), "0"), "{out}");
+        assert!(std::fs::metadata(&config_file).unwrap().len() > 0);
         let mut first = first;
         first.kill().await.unwrap();
         first.wait().await.unwrap();

@@ -94,6 +94,14 @@ fn load_config(options: &ServeOptions) -> Result<Option<Config>> {
         Some(file) => tracing::info!(file = %file.display(), "configuration loaded"),
         None => tracing::info!("no configuration file; using the built-in defaults"),
     }
+    // A sandboxed session sees neither the tokens that open the TCP listener and the web page
+    // (with them it could ask this daemon for an unsandboxed session) nor the config file.
+    config.sandbox_hidden.extend(
+        [&options.token_file, &options.web_token_file, &file]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| std::fs::canonicalize(p).ok()),
+    );
     Ok(Some(config))
 }
 
