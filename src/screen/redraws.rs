@@ -3,9 +3,8 @@
 //! paints the same rows many times in one read, and only the last paint of each row is left
 //! on the screen. [`collapse`] drops the text and erases of the earlier paints, keeping their
 //! colour changes (the pen state) and moves to a row, so the emulator is spared the cells that
-//! the next paint of
-//! the same row overwrites anyway; the screen, the cursor and the pen come out exactly as if
-//! every byte had been emulated (differential tests compare both).
+//! the next paint of the same row overwrites anyway; the screen, the cursor and the pen come
+//! out exactly as if every byte had been emulated (differential tests compare both).
 //!
 //! A paint is a move to column 1 (`\r` on the current row, or `CSI row;1 H`) followed only by
 //! printable ASCII, colour (`SGR`) and erase-line (`CSI K`, `0K`, `2K`) sequences, printing
