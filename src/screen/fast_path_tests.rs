@@ -287,3 +287,39 @@ fn every_counted_line_can_be_read() {
     assert_eq!(t.total_lines(), 1);
     assert_eq!(t.lines(1, 1), vec![""]);
 }
+
+#[test]
+fn a_line_end_inside_an_escape_sequence_does_not_start_a_run() {
+    use super::fast_path::leaves_a_sequence_open;
+    for (bytes, open) in [
+        (&b"plain\r\n"[..], false),
+        (b"warning\x1b\r\n", true),
+        (b"a\x1b[3\r\n", true),
+        (b"a\x1b[31m\r\n", false),
+        (b"a\x1b(\r\n", true),
+        (b"a\x1b(B\r\n", false),
+        (b"a\x1b]0;title\r\n", true),
+        (b"a\x1b]0;title\x07\r\n", false),
+        (b"a\x1b\x18\r\n", false),
+        (b"a\x1bc\r\n", false),
+    ] {
+        assert_eq!(leaves_a_sequence_open(bytes), open, "{bytes:?}");
+    }
+    // Found by the fuzz target (its input is kept among the seeds): a run of coloured build
+    // lines, then `ESC CR LF [0m`, where the line end left the parser inside the sequence.
+    let data = include_bytes!("../../fuzz/seeds/terminal_render/escape-across-a-line-end");
+    let (header, stream) = data.split_at(8);
+    let read = |fast: bool| {
+        let mut t = Terminal::new(
+            20 + u16::from(header[0]) % 200,
+            5 + u16::from(header[1]) % 60,
+            1 + u64::from(header[2]) * 4,
+            64 + usize::from(header[3]) * 64,
+        );
+        t.state.get_mut().fast_path = fast;
+        t.feed(stream);
+        t.lines(1, u64::MAX)
+    };
+    assert_eq!(read(true), read(false));
+    assert!(read(true).contains(&": unused `x3`".to_string()));
+}
