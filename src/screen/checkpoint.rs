@@ -294,6 +294,41 @@ mod tests {
         }
     }
 
+    /// Inputs the fuzz target found, replayed as it runs them: fed in pieces, one terminal
+    /// straight and one replaced by its checkpoint after every piece that allows one.
+    #[test]
+    fn fuzz_findings_read_the_same_rebuilt_from_checkpoints() {
+        let findings: [&[u8]; 2] = [
+            include_bytes!("../../fuzz/seeds/terminal_render/escape-across-a-line-end"),
+            include_bytes!("../../fuzz/seeds/terminal_render/stray-bytes-inside-a-sequence"),
+        ];
+        for (n, data) in findings.into_iter().enumerate() {
+            let (header, stream) = data.split_at(8);
+            let new = || {
+                Terminal::new(
+                    20 + u16::from(header[0]) % 200,
+                    5 + u16::from(header[1]) % 60,
+                    1 + u64::from(header[2]) * 4,
+                    64 + usize::from(header[3]) * 64,
+                )
+            };
+            let (mut straight, mut rebuilt) = (new(), new());
+            for piece in stream.chunks(1 + usize::from(header[6])) {
+                straight.feed(piece);
+                rebuilt.feed(piece);
+                if let Ok(checkpoint) = rebuilt.checkpoint() {
+                    rebuilt = new();
+                    rebuilt.restore(&checkpoint);
+                }
+            }
+            assert_eq!(
+                straight.lines(1, u64::MAX),
+                rebuilt.lines(1, u64::MAX),
+                "finding {n}"
+            );
+        }
+    }
+
     #[test]
     fn no_checkpoint_is_taken_where_a_rebuilt_terminal_would_differ() {
         let cases: &[(&str, Vec<u8>)] = &[

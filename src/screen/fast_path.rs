@@ -39,7 +39,8 @@ impl State {
                 self.emulated += bytes.len();
             }
             self.parser.process(bytes);
-            self.ground = bytes.ends_with(b"\r\n") && !leaves_a_sequence_open(bytes);
+            self.ground =
+                bytes.ends_with(b"\r\n") && !super::sequences::leaves_a_sequence_open(bytes);
         }
     }
 
@@ -259,32 +260,6 @@ impl State {
     pub(super) fn end_run(&mut self) {
         self.sync();
         self.run = Run::default();
-    }
-}
-
-/// Whether the emulator's parser is still inside an escape sequence after `bytes`: controls
-/// (CR, LF, ...) run inside a sequence without ending it, so `ESC CR LF [0m` is a colour
-/// change, not text, and a line end is not enough to tell that the parser is at ground. Only
-/// what follows the last ESC matters; a string (OSC, DCS, ...) counts as open unless it ends.
-pub(super) fn leaves_a_sequence_open(bytes: &[u8]) -> bool {
-    let Some(esc) = memchr::memrchr(0x1b, bytes) else {
-        return false;
-    };
-    let tail = &bytes[esc + 1..];
-    let runs_inside = |b: &u8| matches!(b, 0x00..=0x17 | 0x19 | 0x1c..=0x1f);
-    let Some(start) = tail.iter().position(|b| !runs_inside(b)) else {
-        return true;
-    };
-    let (kind, body) = (tail[start], &tail[start + 1..]);
-    let aborted = |b: &u8| matches!(b, 0x18 | 0x1a);
-    match kind {
-        // CAN and SUB abort a sequence.
-        0x18 | 0x1a => false,
-        b'[' => !body.iter().any(|b| (0x40..=0x7e).contains(b) || aborted(b)),
-        // A string ends at BEL (OSC) or ST, which begins with an ESC, the last one here.
-        b']' | b'P' | b'_' | b'^' | b'X' => !body.iter().any(|b| *b == 0x07 || aborted(b)),
-        0x20..=0x2f => !body.iter().any(|b| (0x30..=0x7e).contains(b) || aborted(b)),
-        _ => false,
     }
 }
 

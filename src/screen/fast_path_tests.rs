@@ -290,7 +290,7 @@ fn every_counted_line_can_be_read() {
 
 #[test]
 fn a_line_end_inside_an_escape_sequence_does_not_start_a_run() {
-    use super::fast_path::leaves_a_sequence_open;
+    use super::sequences::leaves_a_sequence_open;
     for (bytes, open) in [
         (&b"plain\r\n"[..], false),
         (b"warning\x1b\r\n", true),
@@ -302,6 +302,8 @@ fn a_line_end_inside_an_escape_sequence_does_not_start_a_run() {
         (b"a\x1b]0;title\x07\r\n", false),
         (b"a\x1b\x18\r\n", false),
         (b"a\x1bc\r\n", false),
+        (b"\x1b[3\x87\x87", true),
+        (b"\x1b\r\n[", true),
     ] {
         assert_eq!(leaves_a_sequence_open(bytes), open, "{bytes:?}");
     }
