@@ -283,10 +283,7 @@ impl Terminal {
             // vt100, like xterm, resets the scroll region on a resize.
             self.sequences.resized();
         }
-        state
-            .parser
-            .screen_mut()
-            .set_size(nonzero(rows), nonzero(cols));
+        state.parser.set_size(nonzero(rows), nonzero(cols));
         self.sequences.modes.apply_to(state);
     }
 

@@ -294,13 +294,15 @@ mod tests {
         }
     }
 
-    /// Inputs the fuzz target found, replayed as it runs them: fed in pieces, one terminal
-    /// straight and one replaced by its checkpoint after every piece that allows one.
+    /// Inputs the fuzz target found, replayed as it runs them: fed in pieces (resized as the
+    /// header says), one terminal straight and one replaced by its checkpoint after every
+    /// piece that allows one.
     #[test]
     fn fuzz_findings_read_the_same_rebuilt_from_checkpoints() {
-        let findings: [&[u8]; 2] = [
+        let findings: [&[u8]; 3] = [
             include_bytes!("../../fuzz/seeds/terminal_render/escape-across-a-line-end"),
             include_bytes!("../../fuzz/seeds/terminal_render/stray-bytes-inside-a-sequence"),
+            include_bytes!("../../fuzz/seeds/terminal_render/grow-after-scrolling"),
         ];
         for (n, data) in findings.into_iter().enumerate() {
             let (header, stream) = data.split_at(8);
@@ -313,9 +315,20 @@ mod tests {
                 )
             };
             let (mut straight, mut rebuilt) = (new(), new());
-            for piece in stream.chunks(1 + usize::from(header[6])) {
-                straight.feed(piece);
-                rebuilt.feed(piece);
+            let resize_every = usize::from(header[7]);
+            for (i, piece) in stream.chunks(1 + usize::from(header[6])).enumerate() {
+                for t in [&mut straight, &mut rebuilt] {
+                    t.feed(piece);
+                    if resize_every > 0 && i % resize_every == resize_every - 1 {
+                        let (c, r) = t.size();
+                        t.resize(20 + (c + 7) % 200, 5 + (r + 3) % 60);
+                    }
+                }
+                assert_eq!(
+                    straight.total_lines(),
+                    rebuilt.total_lines(),
+                    "finding {n}, piece {i}"
+                );
                 if let Ok(checkpoint) = rebuilt.checkpoint() {
                     rebuilt = new();
                     rebuilt.restore(&checkpoint);

@@ -31,6 +31,23 @@ impl Emulator {
         self.parser.screen_mut()
     }
 
+    /// Resizes the screen the way the parser does, so the rows a shrink pushes off the top
+    /// reach the recorder (history) like any scrolled row. vt100 also counts every row that
+    /// ever scrolled off, though it keeps none, and when the screen grows inserts that many
+    /// blank rows above the content; those rows are in history already, so the count is
+    /// cleared first (a terminal rebuilt from a checkpoint has no such count either). While
+    /// the alternate screen shows, history readers see the main screen as it was kept when it
+    /// was hidden, so its rows are not recorded then (they would count twice).
+    pub(super) fn set_size(&mut self, rows: NonZeroU16, cols: NonZeroU16) {
+        self.last_content_row.set(None);
+        if self.parser.screen().alternate_screen() {
+            self.parser.screen_mut().set_size(rows, cols);
+        } else {
+            self.parser.screen_mut().clear_scrollback();
+            self.parser.set_size(rows, cols);
+        }
+    }
+
     /// Interprets `bytes`.
     pub(super) fn process(&mut self, bytes: &[u8]) {
         self.last_content_row.set(None);

@@ -385,3 +385,32 @@ fn visited_lines_carry_the_numbers_lines_reads_them_at() {
         }
     }
 }
+
+#[test]
+fn a_screen_that_grows_after_scrolling_adds_no_blank_lines_above_its_content() {
+    let mut t = Terminal::new(40, 5, 1000, 1 << 20);
+    for n in 0..12 {
+        t.feed(format!("line {n}\r\n").as_bytes());
+    }
+    t.feed(b"$ ");
+    let before = t.total_lines();
+    t.resize(40, 3);
+    t.resize(40, 9);
+    assert_eq!(t.total_lines(), before, "{:?}", t.visible_screen());
+    assert_eq!(
+        t.visible_screen().first().map(String::as_str),
+        Some("line 10"),
+        "{:?}",
+        t.visible_screen()
+    );
+    // And a terminal rebuilt from a checkpoint grows the same way.
+    let checkpoint = t.checkpoint().unwrap();
+    let mut rebuilt = Terminal::new(40, 9, 1000, 1 << 20);
+    rebuilt.restore(&checkpoint);
+    for term in [&mut t, &mut rebuilt] {
+        term.resize(40, 4);
+        term.resize(40, 12);
+    }
+    assert_eq!(t.total_lines(), rebuilt.total_lines());
+    assert_eq!(t.visible_screen(), rebuilt.visible_screen());
+}
