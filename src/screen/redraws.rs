@@ -6,6 +6,10 @@
 //! the next paint of the same row overwrites anyway; the screen, the cursor and the pen come
 //! out exactly as if every byte had been emulated (differential tests compare both).
 //!
+//! Of a run of dropped paints only the pen and the cursor they leave matter: their last move to
+//! a row, and their colour changes from the last one that resets the pen (`CSI m`, `CSI 0;...m`)
+//! on, which give the same pen as all of them.
+//!
 //! A paint is a move to column 1 (`\r` on the current row, or `CSI row;1 H`) followed only by
 //! printable ASCII, colour (`SGR`) and erase-line (`CSI K`, `0K`, `2K`) sequences, printing
 //! less than a row's width (so nothing wraps and no row but its own is touched). It fully
@@ -116,13 +120,53 @@ enum Row {
 
 /// One paint: where its bytes are, the row, whether it decides the row, and what of it stays
 /// when it is dropped: a move to a numbered row (a later `\r` paints the row it moved to) and
-/// the colour sequences.
+/// the colour sequences (indices into the list of every paint's colours).
 #[derive(Debug)]
 struct Paint {
     bytes: Range<usize>,
     row: Row,
     decides: bool,
-    kept_when_dropped: Vec<Range<usize>>,
+    moved: Option<Range<usize>>,
+    colours: Range<usize>,
+}
+
+/// What a run of dropped paints leaves: its last move to a row and the colour changes that
+/// decide the pen (from the last one that resets it).
+#[derive(Default)]
+struct Left {
+    moved: Option<Range<usize>>,
+    colours: Vec<Range<usize>>,
+}
+
+impl Left {
+    fn absorb(&mut self, paint: &Paint, colours: &[Range<usize>], bytes: &[u8]) {
+        if paint.moved.is_some() {
+            self.moved.clone_from(&paint.moved);
+        }
+        for colour in &colours[paint.colours.clone()] {
+            if resets_the_pen(&bytes[colour.clone()]) {
+                self.colours.clear();
+            }
+            self.colours.push(colour.clone());
+        }
+    }
+
+    fn put(&mut self, out: &mut Vec<u8>, bytes: &[u8]) {
+        if let Some(moved) = self.moved.take() {
+            out.extend_from_slice(&bytes[moved]);
+        }
+        for colour in self.colours.drain(..) {
+            out.extend_from_slice(&bytes[colour]);
+        }
+    }
+}
+
+/// Whether a colour sequence (`ESC [ params m`) begins by resetting the pen: no parameters, or
+/// a first parameter of 0 (empty counts as 0) without sub-parameters.
+fn resets_the_pen(sgr: &[u8]) -> bool {
+    let params = &sgr[2..sgr.len() - 1];
+    let first = params.split(|&b| b == b';').next().unwrap_or_default();
+    matches!(first, b"" | b"0")
 }
 
 /// A piece of the bytes: kept as it is, or a paint.
@@ -141,7 +185,7 @@ pub(crate) fn collapse(bytes: &[u8], cols: usize) -> Option<Vec<u8>> {
     if !has_erase_line(bytes) {
         return None;
     }
-    let pieces = pieces(bytes, cols)?;
+    let (pieces, colours) = pieces(bytes, cols)?;
     let mut chain_rows: Vec<Row> = Vec::new();
     let mut dropped = vec![false; pieces.len()];
     let mut any = false;
@@ -164,17 +208,21 @@ pub(crate) fn collapse(bytes: &[u8], cols: usize) -> Option<Vec<u8>> {
         return None;
     }
     let mut out = Vec::with_capacity(bytes.len());
+    let mut left = Left::default();
     for (piece, dropped) in pieces.iter().zip(dropped) {
         match piece {
-            Piece::Kept(r) => out.extend_from_slice(&bytes[r.clone()]),
-            Piece::Paint(p) if dropped => {
-                for c in &p.kept_when_dropped {
-                    out.extend_from_slice(&bytes[c.clone()]);
-                }
+            Piece::Paint(p) if dropped => left.absorb(p, &colours, bytes),
+            Piece::Kept(r) => {
+                left.put(&mut out, bytes);
+                out.extend_from_slice(&bytes[r.clone()]);
             }
-            Piece::Paint(p) => out.extend_from_slice(&bytes[p.bytes.clone()]),
+            Piece::Paint(p) => {
+                left.put(&mut out, bytes);
+                out.extend_from_slice(&bytes[p.bytes.clone()]);
+            }
         }
     }
+    left.put(&mut out, bytes);
     Some(out)
 }
 
@@ -224,10 +272,11 @@ fn has_erase_line(bytes: &[u8]) -> bool {
     })
 }
 
-/// Splits `bytes` into paints and kept pieces; `None` when a repeat sequence forbids the
-/// collapse.
-fn pieces(bytes: &[u8], cols: usize) -> Option<Vec<Piece>> {
+/// Splits `bytes` into paints and kept pieces, with every paint's colour sequences; `None`
+/// when a repeat sequence forbids the collapse.
+fn pieces(bytes: &[u8], cols: usize) -> Option<(Vec<Piece>, Vec<Range<usize>>)> {
     let mut pieces = Vec::new();
+    let mut colours = Vec::new();
     let mut chains = 0;
     let mut paint: Option<Paint> = None;
     let mut width = 0;
@@ -255,13 +304,15 @@ fn pieces(bytes: &[u8], cols: usize) -> Option<Vec<Piece>> {
                 bytes: range,
                 row,
                 decides: false,
-                kept_when_dropped: moved.into_iter().collect(),
+                moved,
+                colours: colours.len()..colours.len(),
             });
             continue;
         }
         match (&mut paint, tok) {
             (Some(p), Token::Colour) => {
-                p.kept_when_dropped.push(range.clone());
+                colours.push(range.clone());
+                p.colours.end = colours.len();
                 p.bytes.end = range.end;
             }
             (Some(p), Token::EraseLine) => {
@@ -294,7 +345,7 @@ fn pieces(bytes: &[u8], cols: usize) -> Option<Vec<Piece>> {
     if let Some(p) = paint {
         pieces.push(Piece::Paint(p));
     }
-    Some(pieces)
+    Some((pieces, colours))
 }
 
 #[cfg(test)]

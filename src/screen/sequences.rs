@@ -155,16 +155,35 @@ impl Sequences {
         let base = self.fed - self.carry.len() as u64;
         self.fed += bytes.len() as u64;
         // Redraws that a later paint of the same row overwrites in these bytes are not
-        // emulated (`redraws`), when nothing of an earlier chunk is pending: the bytes then
-        // begin at ground, and hold no string (a mark's place in the stream stays exact).
-        let at_ground = self.carry.is_empty() && !self.in_string && !self.unsure;
-        let collapsed = if at_ground && state.fast_path && !state.unusual_modes {
-            super::redraws::collapse(bytes, usize::from(state.size().0))
-        } else {
-            None
-        };
-        self.feed_input(collapsed.as_deref().unwrap_or(bytes), base, state);
-        // Marks in strings ended otherwise than by BEL: placed at the end of this chunk.
+        // emulated (`redraws`), when no string is open: the bytes, after what an earlier chunk
+        // left unfinished, then begin at ground, and hold no string (a mark's place in the
+        // stream stays exact).
+        let at_ground = !self.in_string && !self.unsure;
+        if at_ground && state.fast_path && !state.unusual_modes {
+            let cols = usize::from(state.size().0);
+            let collapsed = if self.carry.is_empty() {
+                super::redraws::collapse(bytes, cols)
+            } else {
+                let mut joined = self.carry.clone();
+                joined.extend_from_slice(bytes);
+                let collapsed = super::redraws::collapse(&joined, cols);
+                if collapsed.is_some() {
+                    self.carry.clear();
+                }
+                collapsed
+            };
+            if let Some(collapsed) = collapsed {
+                self.feed_input(&collapsed, base, state);
+                self.stamp_string_marks(state);
+                return;
+            }
+        }
+        self.feed_input(bytes, base, state);
+        self.stamp_string_marks(state);
+    }
+
+    /// Marks in strings ended otherwise than by BEL: placed at the end of the chunk fed.
+    fn stamp_string_marks(&self, state: &mut State) {
         state
             .parser
             .callbacks_mut()

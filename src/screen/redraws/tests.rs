@@ -9,16 +9,26 @@ type Case = (&'static str, &'static [u8], Option<&'static [u8]>);
 
 #[test]
 fn earlier_paints_of_a_row_lose_their_text_and_keep_their_colours() {
-    let cases: [Case; 10] = [
+    let cases: [Case; 12] = [
+        (
+            "dropped paints keep the colours from the last reset of the pen on",
+            b"\r\x1b[K\x1b[1m\x1b[31ma\x1b[0;4mb\x1b[32mc\r\x1b[Kd",
+            Some(b"\x1b[0;4m\x1b[32m\r\x1b[Kd"),
+        ),
+        (
+            "without a reset every colour change stays",
+            b"\r\x1b[K\x1b[1ma\x1b[31mb\r\x1b[K\x1b[4mc\r\x1b[Kd",
+            Some(b"\x1b[1m\x1b[31m\x1b[4m\r\x1b[Kd"),
+        ),
         (
             "progress frames: only the last one's text stays",
             b"\r\x1b[K\x1b[36m10%\x1b[0m\r\x1b[K\x1b[36m20%\x1b[0m\r\x1b[K\x1b[36m30%\x1b[0m",
-            Some(b"\x1b[36m\x1b[0m\x1b[36m\x1b[0m\r\x1b[K\x1b[36m30%\x1b[0m"),
+            Some(b"\x1b[0m\r\x1b[K\x1b[36m30%\x1b[0m"),
         ),
         (
             "full-screen rows repainted: the first frame goes",
             b"\x1b[1;1Hone\x1b[K\x1b[2;1Htwo\x1b[K\x1b[1;1HONE\x1b[K\x1b[2;1HTWO\x1b[K",
-            Some(b"\x1b[1;1H\x1b[2;1H\x1b[1;1HONE\x1b[K\x1b[2;1HTWO\x1b[K"),
+            Some(b"\x1b[2;1H\x1b[1;1HONE\x1b[K\x1b[2;1HTWO\x1b[K"),
         ),
         (
             "a line feed ends the chain: nothing before it is dropped",
@@ -97,8 +107,10 @@ fn terminals_read_the_same_with_and_without_the_collapse() {
         for _ in 0..300 {
             let n = rng.below(40) as usize;
             let text = "#".repeat(n);
-            // Foreground, background, bold, a reset: the pen each paint leaves behind.
-            let pen = ["31", "42", "1;33", "0", "7", "44;37"][rng.below(6) as usize];
+            // Foreground, background, bold, resets (alone, empty, with more after): the pen
+            // each paint leaves behind.
+            let pen = ["31", "42", "1;33", "0", "7", "44;37", "", "0;4", "38;5;202"]
+                [rng.below(9) as usize];
             let reset = if rng.below(2) == 0 { "\x1b[0m" } else { "" };
             match rng.below(12) {
                 0..=3 => stream.extend(format!("\r\x1b[K\x1b[{pen}m{text}{reset} {n}%").bytes()),
@@ -233,6 +245,40 @@ fn deferred_full_screen_redraws_read_as_if_emulated() {
             crate::screen::tests::all_lines(&with),
             crate::screen::tests::all_lines(&without),
             "round {round}"
+        );
+    }
+}
+
+#[test]
+fn a_sequence_cut_by_a_read_does_not_stop_the_collapse() {
+    // Progress frames read in pieces that cut their colour sequences: the piece after a cut
+    // begins with what the cut left unfinished, and is collapsed all the same.
+    let mut stream = Vec::new();
+    for i in 0..2_000 {
+        stream.extend(
+            format!(
+                "\r\x1b[K\x1b[36mitem {i:>5}\x1b[0m \x1b[32m{}%\x1b[0m",
+                i % 100
+            )
+            .bytes(),
+        );
+        if i % 100 == 99 {
+            stream.extend_from_slice(b"\r\n");
+        }
+    }
+    for piece in [997, 4096] {
+        let mut t = fed(&stream, true, piece);
+        let emulated = t.state.get_mut().emulated;
+        assert!(
+            emulated < stream.len() / 10,
+            "pieces of {piece}: {emulated} of {} bytes reached the emulator",
+            stream.len()
+        );
+        let mut plain = fed(&stream, false, piece);
+        assert_eq!(
+            everything(&mut t),
+            everything(&mut plain),
+            "pieces of {piece}"
         );
     }
 }
