@@ -22,7 +22,7 @@
 //! at most one window per session.
 
 use super::journal_head::{self, Restored};
-use memmap2::{MmapMut, MmapOptions, UncheckedAdvice};
+use memmap2::{Advice, MmapMut, MmapOptions, UncheckedAdvice};
 use nix::fcntl::{FallocateFlags, fallocate};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -182,13 +182,17 @@ fn map_window(file: &File, start: u64, populate: bool) -> io::Result<MmapMut> {
     )?;
     let mut options = MmapOptions::new();
     options.offset(start).len(WINDOW);
-    if populate {
-        options.populate();
-    }
     // SAFETY: a shared mapping of a range the file now has (just preallocated, so a store never
     // meets a hole on a full disk); only the journal writes or truncates the file (it never
     // truncates), and the state directory is the daemon's own (0700).
-    unsafe { options.map_mut(file) }
+    let map = unsafe { options.map_mut(file) }?;
+    if populate {
+        // Writable from the start: MAP_POPULATE maps a shared file's pages read-only (so as not
+        // to dirty them), and the first store to each then faults once more to make it
+        // writable. The kernel refusing (before 5.14) costs only those faults.
+        let _ = map.advise(Advice::PopulateWrite);
+    }
+    Ok(map)
 }
 
 /// The length of a journal's content: up to its last non-zero byte.
