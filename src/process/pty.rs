@@ -44,10 +44,79 @@ pub enum ExitKind {
     Lost,
 }
 
+/// Reads output that is already on `master`: `Ok(None)` when there is none, `Ok(Some(0))` once
+/// no process holds the slave.
+fn try_read_master(master: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    match fd::read(master, buf) {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::EIO) => Ok(Some(0)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The master's output read off the runtime, by a thread that may wait for it (see
+/// [`Pty::output_reader`]).
+pub(crate) struct OutputReader(OwnedFd);
+
+impl OutputReader {
+    /// Reads output that is already there: as [`Pty::try_read`].
+    pub(crate) fn try_read(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        try_read_master(&self.0, buf)
+    }
+
+    /// Waits at most `timeout` for output (or a hang-up) to read; whether it came.
+    pub(crate) fn wait(&self, timeout: std::time::Duration) -> bool {
+        let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, timeout).is_ok_and(|n| n > 0)
+    }
+}
+
+/// The master, and a duplicate of it registered with tokio for read readiness while the
+/// runtime reads it: a worker thread that reads it itself (a flood, see [`Pty::unwatch_output`])
+/// would otherwise wake the runtime's thread for every 4 KiB the kernel hands over.
+pub(super) struct Master {
+    fd: OwnedFd,
+    watch: Option<AsyncFd<OwnedFd>>,
+}
+
+impl Master {
+    /// `fd`, non-blocking, watched for output.
+    pub(super) fn new(fd: OwnedFd) -> io::Result<Master> {
+        let fd = fd::set_nonblocking(fd)?;
+        let watch = Some(fd::async_fd(fd.try_clone()?, Interest::READABLE)?);
+        Ok(Master { fd, watch })
+    }
+
+    pub(super) fn get_ref(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    /// Waits until the master may have output to read (never, while it is not watched), and
+    /// reads it with `read`.
+    async fn read_with(
+        &self,
+        mut read: impl FnMut(&OwnedFd) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let Some(watch) = &self.watch else {
+            return std::future::pending().await;
+        };
+        loop {
+            let mut guard = watch.readable().await?;
+            match guard.try_io(|_| read(&self.fd)) {
+                Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(0),
+                Ok(result) => return result,
+                Err(_would_block) => continue,
+            }
+        }
+    }
+}
+
 /// The PTY master plus the program running on its slave.
 pub(crate) struct Pty {
     /// The master, non-blocking, for reads, writes and terminal ioctls.
-    io: AsyncFd<OwnedFd>,
+    io: Master,
     /// The helper's reports (read end of its status pipe).
     status: AsyncFd<OwnedFd>,
     /// Report bytes received but not yet parsed.
@@ -138,30 +207,25 @@ impl Pty {
         buf: &'static std::thread::LocalKey<std::cell::RefCell<Vec<u8>>>,
         limit: usize,
     ) -> io::Result<usize> {
-        loop {
-            let mut guard = self.io.readable().await?;
-            let read = guard.try_io(|master| {
+        self.io
+            .read_with(|master| {
                 buf.with_borrow_mut(|b| {
                     let end = limit.min(b.len());
                     fd::read(master, &mut b[..end])
                 })
-            });
-            match read {
-                Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(0),
-                Ok(result) => return result,
-                Err(_would_block) => continue,
-            }
-        }
+            })
+            .await
     }
 
     /// Reads output that is already there without waiting: `Ok(None)` when there is none.
     pub(crate) fn try_read(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        match fd::read(self.io.get_ref(), buf) {
-            Ok(n) => Ok(Some(n)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) if e.raw_os_error() == Some(libc::EIO) => Ok(Some(0)),
-            Err(e) => Err(e),
-        }
+        try_read_master(self.io.get_ref(), buf)
+    }
+
+    /// A handle that reads the master's output on another thread (a duplicate of the master:
+    /// it stays valid whatever becomes of this `Pty`).
+    pub(crate) fn output_reader(&self) -> io::Result<OutputReader> {
+        Ok(OutputReader(self.io.get_ref().try_clone()?))
     }
 
     /// Bytes of output there to be read now. A zero-timeout poll first: it hands over what the
@@ -213,13 +277,20 @@ impl Pty {
 
     /// Reads available output into `buf`, waiting for some; `Ok(0)` means the master hung up.
     pub(crate) async fn read_into(&self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            let mut guard = self.io.readable().await?;
-            match guard.try_io(|master| fd::read(master, buf)) {
-                Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(0),
-                Ok(result) => return result,
-                Err(_would_block) => continue,
-            }
+        self.io.read_with(|master| fd::read(master, buf)).await
+    }
+
+    /// Stops watching for output: a worker thread reads it (`output_reader`) until
+    /// `watch_output`, and the runtime's reads wait until then.
+    pub(crate) fn unwatch_output(&mut self) {
+        self.io.watch = None;
+    }
+
+    /// Watches for output again after `unwatch_output`.
+    pub(crate) fn watch_output(&mut self) -> io::Result<()> {
+        if self.io.watch.is_none() {
+            self.io.watch = Some(fd::async_fd(self.io.fd.try_clone()?, Interest::READABLE)?);
         }
+        Ok(())
     }
 }

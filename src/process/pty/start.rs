@@ -1,8 +1,8 @@
 //! How a `Pty` comes to be: spawned on a new terminal under a new helper, adopted from the
 //! helper a previous daemon left, or lost (the helper vanished while no daemon ran).
 
-use super::Pty;
 use super::terminal::{locale_is_utf8, open_pty, open_slave_probe, pts_path};
+use super::{Master, Pty};
 use crate::process::ProcessTracking;
 use crate::process::cgroup::SessionCgroup;
 use crate::process::fd;
@@ -71,7 +71,7 @@ impl Pty {
             .map(|p| p.display().to_string());
         let (status_read, status_write) = fd::pipe()?;
         // Everything that can fail goes before the helper exists.
-        let io = fd::async_fd(fd::set_nonblocking(master)?, Interest::READABLE)?;
+        let io = Master::new(master)?;
         let status = fd::async_fd(fd::set_nonblocking(status_read)?, Interest::READABLE)?;
         let slave_probe = tty_path.as_deref().and_then(open_slave_probe);
         let label = env
@@ -210,7 +210,7 @@ impl Pty {
         conn.set_read_timeout(None)?;
         let tty_path = pts_path(&master);
         let slave_probe = tty_path.as_deref().and_then(open_slave_probe);
-        let io = fd::async_fd(fd::set_nonblocking(master)?, Interest::READABLE)?;
+        let io = Master::new(master)?;
         let status = fd::async_fd(
             fd::set_nonblocking(OwnedFd::from(conn))?,
             Interest::READABLE,
@@ -256,7 +256,7 @@ impl Pty {
         let (status_read, status_write) = fd::pipe()?;
         drop(status_write);
         Ok(Pty {
-            io: fd::async_fd(fd::set_nonblocking(master)?, Interest::READABLE)?,
+            io: Master::new(master)?,
             status: fd::async_fd(fd::set_nonblocking(status_read)?, Interest::READABLE)?,
             status_buf: Mutex::new(Vec::new()),
             helper_closed: AtomicBool::new(true),
