@@ -169,6 +169,15 @@ impl Terminal {
         std::mem::take(&mut recorder.marks)
     }
 
+    /// Whether the output taken in since the last `take_marks` and `take_replies` holds a
+    /// shell-integration mark or an answer to a query: something a session acts on before it
+    /// takes in more.
+    pub fn has_marks_or_replies(&self) -> bool {
+        let state = self.state.borrow();
+        let recorder = state.parser.callbacks();
+        !recorder.marks.is_empty() || !recorder.replies.is_empty()
+    }
+
     /// Bytes of output taken since the session started.
     pub fn output_bytes(&self) -> u64 {
         self.sequences.fed
