@@ -6,6 +6,7 @@ mod adopt;
 mod attach;
 mod commands;
 mod compact;
+mod flood;
 mod lifecycle;
 mod output;
 mod reader;
@@ -111,6 +112,10 @@ pub(super) struct Actor {
     commands: commands::CommandHistory,
     /// Who holds the keyboard: the agent, or a person attached (see `keyboard.rs`).
     keyboard: Keyboard,
+    /// A flood taken in by turns on a worker thread (see `flood.rs`).
+    flood: flood::Flood,
+    /// A command that came during a turn, handled once the turn is back.
+    held: Option<Command>,
 }
 
 impl Actor {
@@ -162,6 +167,8 @@ impl Actor {
             shell_marks: ShellMarks::default(),
             compact_at,
             keyboard: Keyboard::default(),
+            flood: flood::Flood::default(),
+            held: None,
         }
     }
 
@@ -171,10 +178,17 @@ impl Actor {
         }
         loop {
             self.capture.prepare(&self.spec.id);
+            // While the output side is on a worker (a flood), the actor only waits for it:
+            // everything else may read the terminal model or the terminal.
+            let home = !self.flood.away();
             let now = Instant::now();
-            let deadline = self.next_deadline(now);
+            let deadline = if home { self.next_deadline(now) } else { None };
             // The shell decides when input may go in (see `shell.rs`).
-            let write = self.shell.next_write(now);
+            let write = if home {
+                self.shell.next_write(now)
+            } else {
+                Write::Nothing
+            };
             if write == Write::Input
                 && let Some(to) = self.shell.take_first_write(self.terminal.cursor())
             {
@@ -184,15 +198,17 @@ impl Actor {
             let pending = self.shell.pending(write);
             // A person's keys go in between the shell's writes (an agent's input is refused
             // while a person holds the keyboard, but a send begun before may still write).
-            let keys = self.keyboard.pending();
+            let keys = if home { self.keyboard.pending() } else { &[] };
             tokio::select! {
-                read = self.capture.read(&self.pty, self.pacing.read_limit()), if !self.eof => {
+                read = self.capture.read(&self.pty, self.pacing.read_limit()), if home && !self.eof => {
                     match read {
                         Ok(0) | Err(_) => self.eof = true,
-                        Ok(n) => self.take_output(n),
+                        Ok(n) => self.take_read(n),
                     }
                 }
-                exit = self.pty.wait_exit(), if self.exit.is_none() => {
+                turn = self.flood.back(), if !home => self.on_turn_back(turn),
+                _ = std::future::ready(()), if self.flood.turn_due() => self.start_turn(),
+                exit = self.pty.wait_exit(), if home && self.exit.is_none() => {
                     self.on_exit(exit.unwrap_or(ExitKind::Code(0)));
                 }
                 written = self.pty.write_some(pending), if writing => {
@@ -205,18 +221,24 @@ impl Actor {
                 written = self.pty.write_some(keys), if !keys.is_empty() && !writing => {
                     self.on_keys_written(written);
                 }
-                cmd = commands.recv() => match cmd {
-                    Some(cmd) => self.on_command(cmd),
+                cmd = commands.recv(), if self.held.is_none() => match cmd {
+                    Some(cmd) if home => self.on_command(cmd),
+                    Some(cmd) => {
+                        self.held = Some(cmd);
+                        self.flood.call_back();
+                    }
                     None => break,
                 },
-                _ = caller_gone(&mut self.active), if self.active.is_some() => {
+                _ = caller_gone(&mut self.active), if home && self.active.is_some() => {
                     self.on_caller_gone();
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => self.on_timer(),
-                _ = tokio::task::yield_now(), if self.spinning() => self.read_now(),
+                _ = tokio::task::yield_now(), if home && self.spinning() => self.read_now(),
                 _ = stop.notified() => break,
             }
-            self.evaluate();
+            if !self.flood.away() {
+                self.evaluate();
+            }
             if self.pacing.slice_used() {
                 // A flood keeps the PTY always readable: let other sessions and RPCs run (tokio's
                 // own budget would allow 128 reads).
@@ -275,6 +297,7 @@ impl Actor {
     }
 
     async fn shutdown(mut self) {
+        self.flood_home().await;
         if let Some(a) = self.active.take() {
             let error = Error::session_not_found(&self.spec.id);
             self.end_send(a.fail(error));

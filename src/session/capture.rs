@@ -3,7 +3,7 @@
 //! daemon's death, see `state::journal`), else in the thread's shared read buffer. Every read
 //! of the master goes through here.
 
-use crate::process::pty::Pty;
+use crate::process::pty::{OutputReader, Pty};
 use crate::state::journal::Journal;
 use crate::state::journal_head::Restored;
 use std::cell::RefCell;
@@ -63,6 +63,19 @@ impl Capture {
         match &mut self.journal {
             Some(journal) => pty.try_read(up_to(journal.spare()?, limit)),
             None => READ_BUFFER.with_borrow_mut(|buf| pty.try_read(up_to(buf, limit))),
+        }
+    }
+
+    /// Like `try_read`, through a reader on another thread (whose own shared buffer `take`
+    /// then uses).
+    pub(super) fn try_read_from(
+        &mut self,
+        reader: &OutputReader,
+        limit: usize,
+    ) -> io::Result<Option<usize>> {
+        match &mut self.journal {
+            Some(journal) => reader.try_read(up_to(journal.spare()?, limit)),
+            None => READ_BUFFER.with_borrow_mut(|buf| reader.try_read(up_to(buf, limit))),
         }
     }
 

@@ -22,6 +22,11 @@ pub(super) const SLICE_BYTES: usize = 64 * 1024;
 /// The smallest read: under it the read's own system call starts to cost more than the
 /// emulation of what it brings.
 pub(super) const MIN_READ: usize = 256;
+/// The longest turn of a flood on a worker thread (see `actor/flood.rs`): the timers (a send's
+/// deadline, the stdin probe) wait for the turn, so at most about this; a command ends it.
+pub(super) const TURN: Duration = Duration::from_millis(10);
+/// The most output one read of a flood's turn takes however cheap it is to emulate.
+pub(super) const BATCH_MAX: usize = 1 << 20;
 
 /// What the output taken in since the last yield cost.
 #[derive(Debug, Default)]
@@ -54,6 +59,27 @@ impl Pacing {
     pub(super) fn took(&mut self, bytes: usize, spent: Duration) {
         self.spent += spent;
         self.taken += bytes;
+        self.follow_cost(bytes, spent);
+    }
+
+    /// A worker emulated `bytes` in `spent`: the actor's thread spent nothing on it, so the
+    /// slice is not charged, but the cost is followed all the same.
+    pub(super) fn emulated_elsewhere(&mut self, bytes: usize, spent: Duration) {
+        self.follow_cost(bytes, spent);
+    }
+
+    /// The most bytes one read of a flood's turn should take (and one piece its emulating
+    /// thread takes at once): what `TURN` emulates at the latest cost, within
+    /// `MIN_READ..=BATCH_MAX`.
+    pub(super) fn batch_limit(&self) -> usize {
+        if self.nanos_per_byte <= 0.0 {
+            return BATCH_MAX;
+        }
+        let fits = TURN.as_nanos() as f64 / self.nanos_per_byte;
+        (fits.min(BATCH_MAX as f64) as usize).max(MIN_READ)
+    }
+
+    fn follow_cost(&mut self, bytes: usize, spent: Duration) {
         if bytes == 0 {
             return;
         }
@@ -121,5 +147,24 @@ mod tests {
             pacing.took(4096, Duration::from_nanos(100));
             assert_eq!(pacing.slice_used(), i == 15, "cheap read {i}");
         }
+    }
+
+    #[test]
+    fn a_turn_reads_what_it_emulates_in_its_time_and_charges_no_slice() {
+        let mut pacing = Pacing::default();
+        assert_eq!(pacing.batch_limit(), BATCH_MAX, "nothing measured yet");
+        // Emulated elsewhere: the cost is followed, the actor's slice is not charged.
+        pacing.emulated_elsewhere(1 << 20, Duration::from_millis(20));
+        assert!(!pacing.slice_spent());
+        let per_byte = 20_000_000.0 / f64::from(1 << 20);
+        assert_eq!(
+            pacing.batch_limit(),
+            (TURN.as_nanos() as f64 / per_byte) as usize
+        );
+        // REP-like output (1.5 µs a byte): a read of at least MIN_READ all the same.
+        pacing.emulated_elsewhere(1000, Duration::from_micros(1500));
+        assert_eq!(pacing.batch_limit(), (10_000_000.0 / 1500.0) as usize);
+        pacing.emulated_elsewhere(10, Duration::from_millis(100));
+        assert_eq!(pacing.batch_limit(), MIN_READ);
     }
 }

@@ -16,7 +16,7 @@ impl Actor {
         if let Ok(Some(n)) = self.capture.try_read(&self.pty, self.pacing.read_limit())
             && n > 0
         {
-            self.take_output(n);
+            self.take_read(n);
         }
     }
 
@@ -29,6 +29,12 @@ impl Actor {
         self.capture = capture;
         // Only now, with the capture back, may more be read (a read inside `on_output` would
         // bypass the journal).
+        self.after_taking_output();
+    }
+
+    /// What follows output taken in, once the capture is back: output already waiting before
+    /// answers go out, and the journal's compaction.
+    pub(super) fn after_taking_output(&mut self) {
         if std::mem::take(&mut self.replies_await_output) && !self.taking_output {
             self.take_output_before_replies();
         }
@@ -38,6 +44,14 @@ impl Actor {
     }
 
     pub(super) fn on_output(&mut self, bytes: &[u8]) {
+        self.before_emulation(bytes);
+        self.terminal.feed(bytes);
+        self.after_emulation();
+    }
+
+    /// What output means before the terminal model takes it in: activity, and the raw bytes
+    /// for watchers and a streaming caller.
+    pub(super) fn before_emulation(&mut self, bytes: &[u8]) {
         let now = Instant::now();
         self.last_output = now;
         self.rest_due = Some(now + REST_AFTER);
@@ -47,7 +61,10 @@ impl Actor {
         }
         self.rearm_probe();
         self.forward(bytes);
-        self.terminal.feed(bytes);
+    }
+
+    /// What the terminal model found in output it took in: marks, answers to queries, modes.
+    pub(super) fn after_emulation(&mut self) {
         // Marks first: a command-end mark drops the answers its command left unwritten.
         for mut event in self.terminal.take_marks() {
             self.record_mark(&event);
