@@ -1615,8 +1615,6 @@ fn case_agent_streams(setup: &Setup, rows: &mut Vec<Row>) {
     let mut raw = RawShell::spawn(setup);
     let tmux = Tmux::start(setup);
     let mut wrong = 0;
-    let idle = idle_sends(&mut client, &other, &mut wrong);
-    let idle50 = p50(&idle);
     let mut one_session_mb_s = std::collections::HashMap::new();
     for name in AGENT_STREAMS {
         let file = setup.dir.path().join(format!("{name}.stream"));
@@ -1626,7 +1624,10 @@ fn case_agent_streams(setup: &Setup, rows: &mut Vec<Row>) {
         rows.push(row);
         wrong += rep_wrong;
         one_session_mb_s.insert(name, best);
-        // Another session's sends while this one floods the stream (twice over).
+        // Another session's sends with nothing else running, then while this one floods the
+        // stream (twice over): the baseline right before, so both see the same machine.
+        let idle = idle_sends(&mut client, &other, &mut wrong);
+        let idle50 = p50(&idle);
         let socket = daemon.socket.clone();
         let (flooding, flood_cmd) = (sid.clone(), cmd.clone());
         let flood = std::thread::spawn(move || {
@@ -1651,9 +1652,9 @@ fn case_agent_streams(setup: &Setup, rows: &mut Vec<Row>) {
                 fmt_ms(idle50),
                 meanwhile.len()
             ),
-            ratio: format!("{:.1}x idle", m50 / idle50),
-            bar: "<= 2x idle".into(),
-            pass: Some(!meanwhile.is_empty() && m50 <= 2.0 * idle50),
+            ratio: format!("{:.2}x idle", m50 / idle50),
+            bar: "<= 1.5x idle".into(),
+            pass: Some(!meanwhile.is_empty() && m50 <= 1.5 * idle50),
             json: json!({"stream": name,
                          "other_send_true_ms": {"p50": m50, "p99": p99(&meanwhile),
                                                 "n": meanwhile.len()},
@@ -1683,8 +1684,8 @@ fn case_agent_streams(setup: &Setup, rows: &mut Vec<Row>) {
         ptyd: format!("{both:.1}"),
         baselines: format!("one session {one:.1}"),
         ratio: format!("{:.2}x one", both / one),
-        bar: ">= 1.5x one (a core per session)".into(),
-        pass: Some(both >= 1.5 * one),
+        bar: ">= 1.6x one (a core per session)".into(),
+        pass: Some(both >= 1.6 * one),
         json: json!({"mb_s": together, "best": both, "one_session": one}),
     });
     rows.push(Row {
@@ -2435,6 +2436,17 @@ fn main() {
             "{name}: {} bytes in {chunk} B chunks: {mbs:.1} MB/s",
             stream.len()
         );
+        return;
+    }
+    if args.first().map(String::as_str) == Some("write-stream") {
+        // A generated stream as a program prints it, for profiling the daemon by hand.
+        let name = args.get(1).map_or("progress", String::as_str);
+        let file = args.get(2).map_or("stream.out", String::as_str);
+        let stream = match name {
+            "build" | "progress" | "fullscreen" => agent_stream(name),
+            other => generated_stream(other),
+        };
+        std::fs::write(file, &stream).expect("write the stream");
         return;
     }
     let wanted = |case: &str| args.is_empty() || args.iter().any(|a| a == case);
