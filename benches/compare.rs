@@ -317,7 +317,17 @@ struct Setup {
     /// Environment of every shell and of the daemon.
     env: Vec<(String, String)>,
     bash: String,
+    /// The minimal integration a user would write (`MINIMAL_RC`).
+    minimal_rc: PathBuf,
 }
+
+/// The shell integration a user would write for themselves: the four OSC 133 marks and
+/// nothing else. The send floor runs bash with it (issue 22: a floor with ptyd's own
+/// integration hid what that integration costs).
+const MINIMAL_RC: &str = r#"PS1='\[\e]133;A\a\]$ \[\e]133;B\a\]'
+PS0='\e]133;C\a'
+PROMPT_COMMAND='printf "\e]133;D;%s\a" "$?"'
+"#;
 
 impl Setup {
     fn new() -> Setup {
@@ -347,13 +357,26 @@ impl Setup {
             env.push((k.into(), v.into()));
         }
         let bash = ptyd::config::find_program("bash").expect("bash is installed");
+        let minimal_rc = dir.path().join("minimal.bash");
+        std::fs::write(&minimal_rc, MINIMAL_RC).expect("write the minimal integration");
         Setup {
             dir,
             home,
             integration,
             env,
             bash,
+            minimal_rc,
         }
+    }
+
+    /// `bash --rcfile <MINIMAL_RC> -i`: a user's own floor (issue 22).
+    fn minimal_bash_argv(&self) -> Vec<String> {
+        vec![
+            self.bash.clone(),
+            "--rcfile".into(),
+            self.minimal_rc.display().to_string(),
+            "-i".into(),
+        ]
     }
 
     /// `bash --rcfile <integration> -i`, exactly what ptyd starts for the `bash` type.
@@ -581,6 +604,10 @@ struct RawShell {
 
 impl RawShell {
     fn spawn(setup: &Setup) -> RawShell {
+        RawShell::spawn_argv(setup, &setup.bash_argv())
+    }
+
+    fn spawn_argv(setup: &Setup, argv: &[String]) -> RawShell {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows: ROWS,
@@ -589,7 +616,7 @@ impl RawShell {
                 pixel_height: 0,
             })
             .expect("openpty");
-        let mut cmd = CommandBuilder::from_argv(setup.bash_argv().iter().map(Into::into).collect());
+        let mut cmd = CommandBuilder::from_argv(argv.iter().map(Into::into).collect());
         cmd.env_clear();
         for (k, v) in &setup.env {
             cmd.env(k, v);
@@ -1096,7 +1123,10 @@ fn case_send(setup: &Setup, rows: &mut Vec<Row>) {
             ..Default::default()
         }),
     );
-    let mut raw = RawShell::spawn(setup);
+    // The floor: bash with only the four marks on a bare PTY; beside it, the same bash with
+    // ptyd's own integration, to show what that costs per prompt.
+    let mut raw = RawShell::spawn_argv(setup, &setup.minimal_bash_argv());
+    let mut raw_ptyd = RawShell::spawn(setup);
     let tmux = Tmux::start(setup);
     // Warm-up.
     let mut wrong = 0;
@@ -1104,12 +1134,13 @@ fn case_send(setup: &Setup, rows: &mut Vec<Row>) {
         wrong += client.run_to_prompt(AGENT, &sid, "true");
         wrong += client.run_to_prompt(AGENT, &sandboxed, "true");
         raw.run("true");
+        raw_ptyd.run("true");
         client.health_check();
     }
     tmux.run("true");
     let (mut p, mut f, mut t) = (Vec::new(), Vec::new(), Vec::new());
     let (mut fa, mut health, mut read1) = (Vec::new(), Vec::new(), Vec::new());
-    let mut boxed = Vec::new();
+    let (mut boxed, mut with_ptyd_rc) = (Vec::new(), Vec::new());
     for _ in 0..LATENCY_ROUNDS {
         for _ in 0..LATENCY_PTYD_PER_ROUND {
             let t0 = Instant::now();
@@ -1133,6 +1164,11 @@ fn case_send(setup: &Setup, rows: &mut Vec<Row>) {
             f.push(ms(end_mark + rpc));
             fa.push(ms(prompt_mark + rpc));
             raw.read_until(MARK_B, Duration::from_secs(20));
+            let t0 = Instant::now();
+            raw_ptyd.write_all(b"true\r");
+            raw_ptyd.read_until(MARK_D, Duration::from_secs(20));
+            with_ptyd_rc.push(ms(t0.elapsed()));
+            raw_ptyd.read_until(MARK_B, Duration::from_secs(20));
         }
         // The daemon's own share: an RPC that goes through the session actor and back.
         for _ in 0..LATENCY_FLOOR_PER_ROUND / 2 {
@@ -1155,13 +1191,14 @@ fn case_send(setup: &Setup, rows: &mut Vec<Row>) {
         "ptyd_wrong_wait_reasons": wrong,
         "ptyd_ms": {"p50": pp50, "p99": p99(&p), "n": p.len()},
         "raw_floor_ms": {"p50": fp50, "p99": p99(&f), "n": f.len()},
+        "raw_with_ptyd_integration_ms": {"p50": p50(&with_ptyd_rc)},
         "tmux_ms": {"p50": tp50, "p99": p99(&t), "n": t.len()},
     });
     rows.push(Row {
         case: "send latency p50 (p99)".into(),
         ptyd: format!("{} ({})", fmt_ms(pp50), fmt_ms(p99(&p))),
         baselines: format!(
-            "floor {} ({}); floor to the prompt mark {}; tmux {} ({})",
+            "floor (four marks) {} ({}); floor to the prompt mark {}; tmux {} ({})",
             fmt_ms(fp50),
             fmt_ms(p99(&f)),
             fmt_ms(p50(&fa)),
@@ -1193,6 +1230,15 @@ fn case_send(setup: &Setup, rows: &mut Vec<Row>) {
             "raw_floor_ms": {"p50": fp50},
         }),
     });
+    rows.push(Row::info(
+        "info: bare PTY to the end mark, four marks vs ptyd's integration",
+        fmt_ms(p50(&with_ptyd_rc)),
+        format!(
+            "four marks {} (the floor less its RPC)",
+            fmt_ms(fp50 - p50(&health))
+        ),
+        json.clone(),
+    ));
     rows.push(Row::info(
         "info: RPC p50, Read of 1 line (through the actor)",
         fmt_ms(p50(&read1)),
@@ -1236,7 +1282,7 @@ fn case_send_python(setup: &Setup, socket: &Path, tmux_p50: f64, rows: &mut Vec<
         .arg("--socket")
         .arg(socket)
         .arg("--bash-argv")
-        .arg(json!(setup.bash_argv()).to_string())
+        .arg(json!(setup.minimal_bash_argv()).to_string())
         .arg("--env")
         .arg(Value::Object(env).to_string())
         .arg("--cwd")
@@ -1274,7 +1320,7 @@ fn case_send_python(setup: &Setup, socket: &Path, tmux_p50: f64, rows: &mut Vec<
         case: "send latency, Python grpcio p50 (p99)".into(),
         ptyd: format!("{} ({})", fmt_ms(pp50), fmt_ms(pp99)),
         baselines: format!(
-            "floor {} ({}) = bare PTY + Health/Check {} from the same channel; grpcio {version}",
+            "floor {} ({}) = bare PTY (four marks) + Health/Check {} from the same channel; grpcio {version}",
             fmt_ms(fp50),
             fmt_ms(fp99),
             fmt_ms(get("rpc_ms", "p50")),

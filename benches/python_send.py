@@ -2,11 +2,11 @@
 """Send latency as a Python harness sees it: grpcio with compiled stubs, against its own floor.
 
 Run by `cargo bench --bench compare -- send` (benches/compare.rs hands it the daemon's socket and
-the exact bash command line ptyd starts, integration included); it prints one JSON object on
-stdout. In the same run and interleaved round by round, so that a noisy machine moves all three
+a bash command line with the minimal shell integration a user would write: the four OSC 133
+marks); it prints one JSON object on stdout. In the same run and interleaved round by round, so that a noisy machine moves all three
 alike, it measures:
 
-- `raw_ms`: the same bash on a bare PTY that this script opens itself, written `true\\r` and read
+- `raw_ms`: that bash on a bare PTY that this script opens itself, written `true\\r` and read
   until the command-end mark (OSC 133;D), the shortest way to learn that a command finished;
 - `rpc_ms`: one empty RPC (`grpc.health.v1.Health/Check`) on the channel that sends;
 - `ptyd_ms`: `Terminals/Send("true")` until the answer says `prompt`.
