@@ -33,14 +33,16 @@
 //!   marks to the shell state, query answers queued), `actor/signals.rs` (`Signal`, aimed at the
 //!   foreground group from `tcgetpgrp`, and `JobKill`), `actor/reader.rs` (who reads the
 //!   terminal: the stdin probe, typeahead, line mode), `actor/adopt.rs` (replaying a
-//!   predecessor's journal) and `actor/compact.rs` (compacting the journal at its bound). Beside
-//!   them, pure: the shell's state machine (`shell.rs`: marks, prompt, kept line, refused lines,
-//!   when input may be written), what a send writes and when text would only be typed ahead
-//!   (`input.rs`), a signal's aim (`aim.rs`), views over the terminal (`view.rs`:
-//!   Read pages, viewports, MOTD, Watch replay), the startup wait (`startup.rs`), when state is
-//!   published (`publish.rs`), output pacing (`pacing.rs`) and the marks a compacted journal
-//!   keeps (`shell_marks.rs`); and the send in flight (`send.rs`: deadlines, collected marks,
-//!   its reply, stream or job sink), jobs (`jobs.rs`, and `kill.rs` for `JobKill`), the stdin
+//!   predecessor's journal), `actor/compact.rs` (compacting the journal at its bound) and
+//!   `actor/flood.rs` (a flood taken in by turns on worker threads: one reads into the journal,
+//!   one emulates, while the actor's thread stays free). Beside them, pure: the shell's state
+//!   machine (`shell.rs`: marks, prompt, kept line, refused lines, when input may be written),
+//!   what a send writes and when text would only be typed ahead (`input.rs`), a signal's aim
+//!   (`aim.rs`), views over the terminal (`view.rs`: Read pages, viewports, MOTD, Watch replay),
+//!   the startup wait (`startup.rs`), when state is published (`publish.rs`), output pacing and
+//!   the flood's turns (`pacing.rs`) and the marks a compacted journal keeps (`shell_marks.rs`);
+//!   and the send in flight (`send.rs`: deadlines, collected marks, its reply, stream or job
+//!   sink), jobs (`jobs.rs`, and `kill.rs` for `JobKill`), the stdin
 //!   probe's schedule (`probe.rs`), the Watch feed (`watchers.rs`) and where output reads land
 //!   (`capture.rs`: the journal, or the thread's shared buffer).
 //! - `state`: what outlives the daemon (the state directory and its lock, id counters, session
