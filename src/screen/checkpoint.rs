@@ -299,10 +299,11 @@ mod tests {
     /// piece that allows one.
     #[test]
     fn fuzz_findings_read_the_same_rebuilt_from_checkpoints() {
-        let findings: [&[u8]; 3] = [
+        let findings: [&[u8]; 4] = [
             include_bytes!("../../fuzz/seeds/terminal_render/escape-across-a-line-end"),
             include_bytes!("../../fuzz/seeds/terminal_render/stray-bytes-inside-a-sequence"),
             include_bytes!("../../fuzz/seeds/terminal_render/grow-after-scrolling"),
+            include_bytes!("../../fuzz/seeds/terminal_render/collapse-after-a-held-sequence"),
         ];
         for (n, data) in findings.into_iter().enumerate() {
             let (header, stream) = data.split_at(8);

@@ -325,3 +325,24 @@ fn a_line_end_inside_an_escape_sequence_does_not_start_a_run() {
     assert_eq!(read(true), read(false));
     assert!(read(true).contains(&": unused `x3`".to_string()));
 }
+
+#[test]
+fn a_sequence_of_unknown_kind_ends_only_where_every_kind_would() {
+    use super::sequences::still_unsure;
+    // What a chunk holds after one that left the parser possibly inside a sequence.
+    for (bytes, unsure) in [
+        (&b"plain text"[..], true),
+        // After a lone ESC and bytes vte ignores, `[` begins a CSI: its final byte is in the
+        // next chunk (the fuzz finding kept as `collapse-after-a-held-sequence`).
+        (b"\xff\xff[32", true),
+        (b"m then text", true),
+        (b"text\x18more", false),
+        (b"text\x1a", false),
+        (b"x\x1b[31mtext", false),
+        (b"x\x1b[31", true),
+        (b"x\x1b]0;title", true),
+        (b"x\x1b]0;title\x07text", false),
+    ] {
+        assert_eq!(still_unsure(bytes), unsure, "{bytes:?}");
+    }
+}

@@ -202,7 +202,7 @@ impl Sequences {
         };
         let n = input.len();
         if self.unsure {
-            self.unsure = !input.iter().copied().any(ends_every_sequence);
+            self.unsure = still_unsure(input);
         }
         // Bytes `pending..i` are yet to be passed on as they are.
         let mut pending = 0;
@@ -395,8 +395,19 @@ impl Sequences {
     }
 }
 
-/// Whether byte `b` ends whatever escape or control sequence the emulator's parser is in
-/// (strings aside): a final byte, CAN or SUB, or an ESC, which begins a sequence of its own.
+/// Whether the emulator's parser may still be inside a sequence after `bytes`, when it may have
+/// been before them, in a sequence of unknown kind. An ESC begins a sequence from any state,
+/// so what follows the last one decides (`leaves_a_sequence_open`); without one, only CAN or
+/// SUB is sure to end it. A final byte is not: after a lone ESC and bytes vte ignores, `[`,
+/// `]`, `P`, `X`, `^` and `_` begin a sequence or a string rather than end one, and a string
+/// ends at neither.
+pub(super) fn still_unsure(bytes: &[u8]) -> bool {
+    match memchr::memrchr(0x1b, bytes) {
+        Some(esc) => leaves_a_sequence_open(&bytes[esc..]),
+        None => !bytes.iter().any(|b| matches!(b, 0x18 | 0x1a)),
+    }
+}
+
 /// Whether the emulator's parser is still inside an escape sequence after `bytes`: controls
 /// (CR, LF, ...) run inside a sequence without ending it, so `ESC CR LF [0m` is a colour
 /// change, not text, and a line end is not enough to tell that the parser is at ground. Only
@@ -422,10 +433,6 @@ pub(super) fn leaves_a_sequence_open(bytes: &[u8]) -> bool {
         // An ESC and its final byte; digits and the like count as open (unsure is safe).
         _ => !(0x40..=0x7e).contains(&kind),
     }
-}
-
-fn ends_every_sequence(b: u8) -> bool {
-    matches!(b, 0x40..=0x7e | 0x18 | 0x1a | 0x1b)
 }
 
 /// Whether the scan stops at byte `b` (in ground state).
