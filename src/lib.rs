@@ -26,15 +26,20 @@
 //!   callers give and get back, `session/command.rs` the actor's mailbox, and
 //!   `session/succession.rs` what a session keeps for a successor and takes over from a
 //!   predecessor; `session/spec.rs` derives a session's settings once (an `Open`'s checks, the
-//!   record a successor adopts). The loop, the command dispatch and the shutdown are in
-//!   `session/actor.rs`; its handlers by concern in `actor/settle.rs` (a send begun, written and
-//!   settled), `actor/timers.rs` (the nearest deadline and what each does), `actor/lifecycle.rs`
-//!   (exit, readiness, publishing), `actor/output.rs` (output taken in through the journal,
-//!   marks to the shell state, query answers queued), `actor/signals.rs` (`Signal`, aimed at the
-//!   foreground group from `tcgetpgrp`, and `JobKill`), `actor/reader.rs` (who reads the
-//!   terminal: the stdin probe, typeahead, line mode), `actor/adopt.rs` (replaying a
-//!   predecessor's journal), `actor/compact.rs` (compacting the journal at its bound) and
-//!   `actor/flood.rs` (a flood taken in by turns on worker threads: one reads into the journal,
+//!   record a successor adopts). `session/core.rs` is the session without I/O: its state and
+//!   every decision behind one `Core::handle(event, now, tty) -> effects`, the OS questions it
+//!   must ask going through the `Tty` port (`core/tty.rs`); its parts by concern in
+//!   `core/settle.rs` (a send begun, written and settled), `core/timers.rs` (the nearest
+//!   deadline and what each does), `core/lifecycle.rs` (exit, readiness, the published state),
+//!   `core/output.rs` (output taken in, marks to the shell state, query answers queued),
+//!   `core/signals.rs` (`Signal`, aimed at the foreground group, and `JobKill`),
+//!   `core/reader.rs` (who reads the terminal: the stdin probe, typeahead, line mode),
+//!   `core/requests.rs`, `core/commands.rs` (command records and the requests that read them),
+//!   `core/attach.rs` (a person at the keyboard, watchers) and `core/adopt.rs` (replaying a
+//!   predecessor's journal). `session/actor.rs` is the `select!` loop that owns the OS side,
+//!   feeds the core events and carries out its effects; `actor/tty.rs` answers the port with
+//!   the PTY and `/proc`, `actor/compact.rs` compacts the journal at its bound, and
+//!   `actor/flood.rs` takes a flood in by turns on worker threads (one reads into the journal,
 //!   one emulates, while the actor's thread stays free). Beside them, pure: the shell's state
 //!   machine (`shell.rs`: marks, prompt, kept line, refused lines, when input may be written),
 //!   what a send writes and when text would only be typed ahead (`input.rs`), a signal's aim
@@ -42,9 +47,9 @@
 //!   the startup wait (`startup.rs`), when state is published (`publish.rs`), output pacing and
 //!   the flood's turns (`pacing.rs`) and the marks a compacted journal keeps (`shell_marks.rs`);
 //!   and the send in flight (`send.rs`: deadlines, collected marks, its reply, stream or job
-//!   sink), jobs (`jobs.rs`, and `kill.rs` for `JobKill`), the stdin
-//!   probe's schedule (`probe.rs`), the Watch feed (`watchers.rs`) and where output reads land
-//!   (`capture.rs`: the journal, or the thread's shared buffer).
+//!   sink), jobs (`jobs.rs`, and `kill.rs` for `JobKill`), the stdin probe's schedule
+//!   (`probe.rs`), the Watch feed (`watchers.rs`) and where output reads land (`capture.rs`:
+//!   the journal, or the thread's shared buffer).
 //! - `state`: what outlives the daemon (the state directory and its lock, id counters, session
 //!   records in `state/record.rs`, the mmap'd output journal in `state/journal.rs` and the
 //!   checkpoint at its head in `state/journal_head.rs`).

@@ -10,6 +10,7 @@ mod api;
 mod capture;
 mod command;
 mod command_view;
+mod core;
 mod handle;
 mod input;
 mod jobs;

@@ -1,117 +1,57 @@
-//! The session actor: one task owns the PTY master, the child, the terminal model and the send
-//! in flight, and runs one `select!` over PTY output, pending input, commands, the child's exit,
-//! the caller hanging up and the nearest deadline (send timeout, idle, stdin probe, startup).
+//! The session actor: one task owns the session's OS side (the PTY master and the program on
+//! it, the output journal, the session's place in the state directory, the state it
+//! publishes) and runs one `select!` over PTY output, input to write, requests, the program's
+//! exit, the caller hanging up and the core's nearest deadline. Whatever happens becomes an
+//! event for the session's core (`core.rs`), which decides; the actor carries out its effects.
+//! Output that floods is taken in by turns on worker threads (`actor/flood.rs`).
 
-mod adopt;
-mod attach;
-mod commands;
 mod compact;
 mod flood;
-mod lifecycle;
-mod output;
-mod reader;
-mod settle;
-mod signals;
-mod timers;
+mod tty;
 
-use super::aim::WaitingSignals;
 use super::capture::Capture;
-use super::jobs::Jobs;
-use super::keyboard::Keyboard;
+use super::core::{Core, Effect, Event};
 use super::pacing::Pacing;
-use super::probe::ProbeSchedule;
-use super::publish::PublishSchedule;
-use super::send::{ActiveSend, caller_gone};
-use super::shell::{Shell, Write};
-use super::shell_marks::ShellMarks;
-use super::startup::{Readiness, Startup};
-use super::watchers::Watchers;
-use super::{Command, Ready, SendInput, SessionSpec, SessionState, Sink, view};
-use crate::error::Error;
+use super::records::CommandBook;
+use super::send::caller_gone;
+use super::shell::Write;
+use super::{Command, SessionSpec, SessionState, unix_ms};
 use crate::marks::Integration;
 use crate::process::pty::{ExitKind, Pty};
-use crate::screen::{Position, Terminal};
+use crate::process::stdin_probe::ScheduleCounter;
+use crate::state::SessionStore;
+use crate::state::commands::CommandLog;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::sync::{Notify, mpsc, oneshot, watch};
+use std::time::{Instant, SystemTime};
+use tokio::sync::{Notify, mpsc, watch};
+use tty::Os;
 
-/// How long after writing a send's input the actor polls the terminal for output instead of
-/// sleeping until the kernel wakes it. Most commands an agent runs answer within this; waking a
-/// thread from idle (on a virtual machine, an idle vCPU) costs tens of microseconds on top. The
-/// polling yields to every other task between reads, and ends when the send settles.
-const SPIN: Duration = Duration::from_micros(250);
-/// Idle time after which a session's screen rests, its emulator grid freed until the next
-/// output or read (most of an idle session's memory; see `Terminal::rest`).
-const REST_AFTER: Duration = Duration::from_secs(1);
-
-/// One session's actor: everything it owns, each part named for what it is about.
+/// One session's actor: its core, and the OS side the core's events come from.
 pub(super) struct Actor {
     /// What the session was started with.
     spec: Arc<SessionSpec>,
+    /// The session's decisions and state (see `core.rs`).
+    core: Core,
     /// The session's terminal: its master, the program, the helper.
     pty: Pty,
-    /// The terminal model: screen, history, modes.
-    terminal: Terminal,
-    /// The state `List` shows, published (see `publish.rs`).
+    /// The state `List` shows, as the core publishes it.
     state: watch::Sender<SessionState>,
-    /// How the program ended, once it has.
-    exit: Option<ExitKind>,
     /// The master hung up: no process holds the terminal any more.
     eof: bool,
-    /// The send in flight (foreground, streaming or a job's).
-    active: Option<ActiveSend>,
-    /// A send with input that came right after a signal: it begins (is judged, refused as
-    /// typeahead or written) once the shell answered the signal, or the grace passed (see
-    /// `Shell::signal_gate`).
-    deferred: Option<(SendInput, Sink)>,
-    /// Where the shell is and what input waits to be written.
-    shell: Shell,
-    /// When the stdin probe runs, and what it judges a reader against.
-    probe: ProbeSchedule,
     /// How much output to read at a time, and when to yield (see `pacing.rs`).
     pacing: Pacing,
-    /// Whether the session is ready (its first prompt, a program reading the terminal, its
-    /// exit or the end of its startup wait), and who waits for it until then (see `startup.rs`).
-    readiness: Readiness<oneshot::Sender<Ready>>,
-    /// When output last came.
-    last_output: Instant,
-    /// When the idle terminal's screen may rest (see `Terminal::rest`); set by output and by
-    /// every command, cleared once it rests.
-    rest_due: Option<Instant>,
-    /// Until when the actor polls for the answer to input it just wrote (see `SPIN`).
-    spin_until: Option<Instant>,
-    /// Where the previous send's viewport ended.
-    last_seen: Position,
-    /// That end line as the command-end mark found it, when the viewport ended at one.
-    last_seen_line: Option<String>,
-    /// The lines the newest command-end marks found the cursor on (see `view::EndLines`).
-    end_lines: view::EndLines,
-    /// When the state is published (see `publish.rs`).
-    publishing: PublishSchedule,
-    /// Raw output for `Watch` subscribers.
-    watchers: Watchers,
-    /// Output is being taken in before answers go out (see `take_output_before_replies`).
-    taking_output: bool,
-    /// Answers were queued by output just handled: take in what is already there first.
-    replies_await_output: bool,
-    /// The session's background jobs and their output cursors.
-    jobs: Jobs,
     /// Where output reads land (the journal, when the session is kept for a successor).
     capture: Capture,
     /// The session's record in the state directory, when it is kept there.
-    store: Option<crate::state::SessionStore>,
+    store: Option<SessionStore>,
+    /// The log the command records are saved in, when the session is kept there.
+    log: Option<CommandLog>,
     /// What a daemon adopting the session replays before it serves it.
     replay: Option<super::Replay>,
-    /// Signals that wait for the command they are aimed at (see `aim.rs`).
-    signals: WaitingSignals,
-    /// The marks a compacted journal keeps for a successor (see `shell_marks.rs`).
-    shell_marks: ShellMarks,
     /// Journal output at which compaction is tried next (see `compact.rs`).
     compact_at: u64,
-    /// The commands the shell ran, as records (see `records.rs`).
-    commands: commands::CommandHistory,
-    /// Who holds the keyboard: the agent, or a person attached (see `keyboard.rs`).
-    keyboard: Keyboard,
+    /// The shell's schedule count, kept open for the stdin probe (see `tty.rs`).
+    shell_counter: Option<ScheduleCounter>,
     /// A flood taken in by turns on a worker thread (see `flood.rs`).
     flood: flood::Flood,
     /// A command that came during a turn, handled once the turn is back.
@@ -125,48 +65,28 @@ impl Actor {
         state: watch::Sender<SessionState>,
         kept: super::Kept,
     ) -> Actor {
-        let now = Instant::now();
-        let mut terminal =
-            Terminal::new(spec.cols, spec.rows, spec.history_lines, spec.history_bytes);
-        terminal.set_mark_key(spec.mark_key.clone());
-        let compact_at = compact::journal_bound(spec.history_bytes);
-        let commands = commands::CommandHistory::new(kept.store.as_ref(), spec.integration);
+        // An adopted session's records as they were saved; a type without shell integration
+        // has none.
+        let (log, records) = match &kept.store {
+            Some(store) if spec.integration != Integration::None => {
+                let (log, records) = store.command_log();
+                (Some(log), CommandBook::restored(records))
+            }
+            _ => (None, CommandBook::default()),
+        };
         Actor {
-            terminal,
-            readiness: Readiness::starting(Startup::new(
-                now,
-                spec.startup_timeout,
-                (spec.integration == Integration::None).then_some(spec.startup_idle),
-            )),
-            shell: Shell::new(spec.integration),
+            core: Core::new(spec.clone(), records, Instant::now()),
+            compact_at: compact::journal_bound(spec.history_bytes),
             spec,
             pty,
             state,
-            exit: None,
             eof: false,
-            active: None,
-            deferred: None,
-            probe: ProbeSchedule::new(now),
             pacing: Pacing::default(),
-            last_output: now,
-            rest_due: None,
-            spin_until: None,
-            last_seen: Position::default(),
-            last_seen_line: None,
-            end_lines: view::EndLines::default(),
-            publishing: PublishSchedule::new(now),
-            watchers: Watchers::default(),
-            taking_output: false,
-            replies_await_output: false,
-            jobs: Jobs::default(),
             capture: Capture::new(kept.journal),
-            commands,
             store: kept.store,
+            log,
             replay: kept.replay,
-            signals: WaitingSignals::default(),
-            shell_marks: ShellMarks::default(),
-            compact_at,
-            keyboard: Keyboard::default(),
+            shell_counter: None,
             flood: flood::Flood::default(),
             held: None,
         }
@@ -174,31 +94,28 @@ impl Actor {
 
     pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>, stop: Arc<Notify>) {
         if let Some(replay) = self.replay.take() {
-            self.adopt(replay);
+            self.handle(Event::Adopted(replay));
         }
         loop {
             self.capture.prepare(&self.spec.id);
             // While the output side is on a worker (a flood), the actor only waits for it:
-            // everything else may read the terminal model or the terminal.
+            // the core reads the terminal model in every event.
             let home = !self.flood.away();
             let now = Instant::now();
-            let deadline = if home { self.next_deadline(now) } else { None };
-            // The shell decides when input may go in (see `shell.rs`).
-            let write = if home {
-                self.shell.next_write(now)
+            let (deadline, write, spinning) = if home {
+                let (core, mut os) = self.parts();
+                let deadline = core.next_deadline(now);
+                (deadline, core.next_write(now, &mut os), core.spinning(now))
             } else {
-                Write::Nothing
+                (None, Write::Nothing, false)
             };
-            if write == Write::Input
-                && let Some(to) = self.shell.take_first_write(self.terminal.cursor())
-            {
-                self.before_first_write(to);
-            }
             let writing = write != Write::Nothing;
-            let pending = self.shell.pending(write);
+            let watch_exit = home && !self.core.exited();
+            let (pending, keys, active) = self.core.waits(write);
             // A person's keys go in between the shell's writes (an agent's input is refused
             // while a person holds the keyboard, but a send begun before may still write).
-            let keys = if home { self.keyboard.pending() } else { &[] };
+            let keys = if home { keys } else { &[] };
+            let caller = home && active.is_some();
             tokio::select! {
                 read = self.capture.read(&self.pty, self.pacing.read_limit()), if home && !self.eof => {
                     match read {
@@ -208,36 +125,31 @@ impl Actor {
                 }
                 turn = self.flood.back(), if !home => self.on_turn_back(turn),
                 _ = std::future::ready(()), if self.flood.turn_due() => self.start_turn(),
-                exit = self.pty.wait_exit(), if home && self.exit.is_none() => {
-                    self.on_exit(exit.unwrap_or(ExitKind::Code(0)));
+                exit = self.pty.wait_exit(), if watch_exit => {
+                    self.handle(Event::Exited(exit.unwrap_or(ExitKind::Code(0))));
                 }
                 written = self.pty.write_some(pending), if writing => {
-                    if write == Write::Replies {
-                        self.on_reply_written(written);
+                    self.handle(if write == Write::Replies {
+                        Event::RepliesWritten(written)
                     } else {
-                        self.on_written(written);
-                    }
+                        Event::InputWritten(written)
+                    });
                 }
                 written = self.pty.write_some(keys), if !keys.is_empty() && !writing => {
-                    self.on_keys_written(written);
+                    self.handle(Event::KeysWritten(written));
                 }
                 cmd = commands.recv(), if self.held.is_none() => match cmd {
-                    Some(cmd) if home => self.on_command(cmd),
+                    Some(cmd) if home => self.handle(Event::Request(cmd)),
                     Some(cmd) => {
                         self.held = Some(cmd);
                         self.flood.call_back();
                     }
                     None => break,
                 },
-                _ = caller_gone(&mut self.active), if home && self.active.is_some() => {
-                    self.on_caller_gone();
-                }
-                _ = sleep_until(deadline), if deadline.is_some() => self.on_timer(),
-                _ = tokio::task::yield_now(), if home && self.spinning() => self.read_now(),
+                _ = caller_gone(active), if caller => self.handle(Event::CallerGone),
+                _ = sleep_until(deadline), if deadline.is_some() => self.handle(Event::Tick),
+                _ = tokio::task::yield_now(), if home && spinning => self.read_now(),
                 _ = stop.notified() => break,
-            }
-            if !self.flood.away() {
-                self.evaluate();
             }
             if self.pacing.slice_used() {
                 // A flood keeps the PTY always readable: let other sessions and RPCs run (tokio's
@@ -249,62 +161,81 @@ impl Actor {
         crate::process::memory::trim_soon();
     }
 
-    fn on_command(&mut self, cmd: Command) {
-        self.rest_due = Some(Instant::now() + REST_AFTER);
-        match cmd {
-            Command::Ready(reply) => {
-                if let Some(reply) = self.readiness.wait_for(reply) {
-                    let _ = reply.send(self.ready_info());
+    /// The core and the OS side it asks, borrowed apart.
+    fn parts(&mut self) -> (&mut Core, Os<'_>) {
+        let os = Os {
+            pty: &self.pty,
+            capture: &mut self.capture,
+            pacing: &mut self.pacing,
+            shell_counter: &mut self.shell_counter,
+        };
+        (&mut self.core, os)
+    }
+
+    /// Hands `event` to the core, and carries out what it decided.
+    fn handle(&mut self, event: Event<'_>) {
+        let unix_ms = unix_ms(SystemTime::now());
+        let (core, mut os) = self.parts();
+        let effects = core.handle(event, Instant::now(), unix_ms, &mut os);
+        self.apply(effects);
+    }
+
+    fn apply(&mut self, effects: Vec<Effect>) {
+        for effect in effects {
+            match effect {
+                Effect::Publish(state) => {
+                    self.state.send_replace(state);
+                }
+                Effect::SaveJobs(jobs) => {
+                    if let Some(store) = &mut self.store {
+                        store.set_jobs(jobs);
+                    }
+                }
+                Effect::SaveRecords(numbers) => {
+                    if let Some(log) = &mut self.log {
+                        let records = self.core.records().records();
+                        for record in records.iter().filter(|r| numbers.contains(&r.number)) {
+                            log.save(record, || records.iter().collect());
+                        }
+                    }
+                }
+                Effect::Rest { trim } => {
+                    self.capture.rest();
+                    if trim {
+                        crate::process::memory::trim_soon();
+                    }
                 }
             }
-            Command::Read(query, reply) => {
-                let _ = reply.send(self.read(query));
-            }
-            Command::Commands(query, reply) => {
-                let _ = reply.send(self.list_commands(query));
-            }
-            Command::Search(query, reply) => {
-                let _ = reply.send(self.search(&query));
-            }
-            Command::Send(input, sink) => self.on_send(input, sink),
-            Command::Watch(replay, reply) => {
-                let _ = reply.send(self.watch(replay));
-            }
-            Command::Screen(reply) => {
-                let _ = reply.send(crate::session::PageScreen {
-                    screen: self.terminal.styled_screen(),
-                    password_prompt: self.pty.input_hidden(),
-                });
-            }
-            Command::Attach(request, reply) => {
-                let _ = reply.send(self.attach(request));
-            }
-            Command::Keys(token, keys) => self.keyboard.queue(token, &keys),
-            Command::AttachSize(token, cols, rows) => self.attach_size(token, cols, rows),
-            Command::Detach(token) => self.detach(token),
-            Command::JobOutput(id, cap, reply) => {
-                let integrated = self.spec.integration != Integration::None;
-                let report = self.jobs.report(&id, cap, &self.terminal, integrated);
-                let _ = reply.send(report);
-                self.save_jobs();
-            }
-            Command::JobKill(id, reply) => self.job_kill(&id, reply),
-            Command::Signal(signal, reply) => {
-                self.signals.push(signal, reply, Instant::now());
-                self.deliver_signals();
-            }
+        }
+    }
+
+    /// Hands the `n` bytes the last read took to the core (they are in the journal), and
+    /// starts a flood when the slice is used up by them.
+    fn take_read(&mut self, n: usize) {
+        let started = Instant::now();
+        let bytes = self.capture.take(n, <[u8]>::to_vec);
+        self.handle(Event::Output(&bytes));
+        self.pacing.took(n, started.elapsed());
+        self.compact_journal_if_due();
+        if self.pacing.slice_spent() && !self.eof {
+            self.flood.start();
+        }
+    }
+
+    /// Takes whatever output is there, without waiting.
+    fn read_now(&mut self) {
+        if let Ok(Some(n)) = self.capture.try_read(&self.pty, self.pacing.read_limit())
+            && n > 0
+        {
+            self.take_read(n);
         }
     }
 
     async fn shutdown(mut self) {
         self.flood_home().await;
-        if let Some(a) = self.active.take() {
-            let error = Error::session_not_found(&self.spec.id);
-            self.end_send(a.fail(error));
-        }
-        if let Some((_, sink)) = self.deferred.take() {
-            sink.refuse(Error::session_not_found(&self.spec.id));
-        }
+        let unix_ms = unix_ms(SystemTime::now());
+        let (core, mut os) = self.parts();
+        core.shutdown(Instant::now(), unix_ms, &mut os);
         // Every process of the session, its helper included, is gone when this returns.
         self.pty.terminate(self.spec.close_grace).await;
         if let Some(store) = &self.store {

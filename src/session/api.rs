@@ -19,7 +19,7 @@ pub enum Status {
 }
 
 /// What `List` shows without asking the actor.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionState {
     /// Running or exited.
     pub status: Status,

@@ -2,8 +2,8 @@
 //! holds its terminal, and escalates to SIGKILL when the command ignores it.
 
 use super::JobStatus;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use super::core::Tty;
+use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -63,16 +63,17 @@ impl JobKill {
         self.armed_at.get_or_insert(now);
     }
 
-    /// Signals the terminal's foreground group (`foreground`, from the PTY the actor owns) if it
-    /// is new to this kill, or kills it once the settle time has passed. `shell` is the session's
-    /// shell, which is never SIGKILLed.
-    pub fn step(&mut self, shell: i32, foreground: Option<i32>, now: Instant) {
+    /// Signals the terminal's foreground group (from the PTY the actor owns) if it is new to
+    /// this kill, or kills it once the settle time has passed. The session's shell is never
+    /// SIGKILLed.
+    pub fn step(&mut self, tty: &mut dyn Tty, now: Instant) {
         let Some(armed_at) = self.armed_at else {
             return;
         };
-        let Some(foreground) = foreground else {
+        let Some(foreground) = tty.foreground_group() else {
             return;
         };
+        let shell = tty.program();
         // The shell leads its own Unix session, so its process group is its pid.
         let at_shell = foreground == shell;
         if at_shell && !self.shell_is_command && now < armed_at + SHELL_GRACE {
@@ -82,13 +83,13 @@ impl JobKill {
             if !self.escalated && !at_shell {
                 self.escalated = true;
                 tracing::debug!(group = foreground, "job ignored SIGINT; killing its group");
-                let _ = killpg(Pid::from_raw(foreground), Signal::SIGKILL);
+                let _ = tty.signal(foreground, Signal::SIGKILL);
             }
         } else {
-            let target = (foreground, crate::process::procfs::comm(foreground));
+            let target = (foreground, tty.comm(foreground));
             if !self.interrupted.contains(&target) {
                 self.interrupted.push(target);
-                let _ = killpg(Pid::from_raw(foreground), Signal::SIGINT);
+                let _ = tty.signal(foreground, Signal::SIGINT);
             }
         }
     }

@@ -2,7 +2,7 @@
 //! the schedule counts of the threads that may take a send's input, taken just before the
 //! input's first byte is written (a reader counts as blocked only once it has moved past them).
 
-use crate::process::stdin_probe::{self as probe, Reader, ScheduleCounter};
+use crate::process::stdin_probe::Reader;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -17,8 +17,6 @@ pub(super) struct ProbeSchedule {
     step: usize,
     /// Schedule counts of the foreground threads just before the input was written.
     switches_at_write: HashMap<i32, u64>,
-    /// The shell's schedule count, opened on first use (see `before_write`).
-    shell_counter: Option<ScheduleCounter>,
 }
 
 impl ProbeSchedule {
@@ -28,7 +26,6 @@ impl ProbeSchedule {
             next: Some(now),
             step: 0,
             switches_at_write: HashMap::new(),
-            shell_counter: None,
         }
     }
 
@@ -49,27 +46,16 @@ impl ProbeSchedule {
         self.next = Some(now + Duration::from_millis(PROBE_BACKOFF_MS[self.step]));
     }
 
-    /// Takes the schedule counts of the threads that may take the input about to be written.
-    /// A shell at its prompt (`shell_at_prompt`) is the terminal's foreground and reads on its
-    /// main thread: one read of a file kept open instead of a walk of /proc (this is on every
-    /// send's path).
-    pub(super) fn before_write(&mut self, shell: i32, shell_at_prompt: bool) {
-        if shell_at_prompt {
-            if self.shell_counter.is_none() {
-                self.shell_counter = ScheduleCounter::open(shell);
-            }
-            if let Some(count) = self.shell_counter.as_ref().and_then(ScheduleCounter::read) {
-                self.switches_at_write = HashMap::from([(shell, count)]);
-                return;
-            }
-        }
-        self.switches_at_write = probe::task_switches(shell);
+    /// The schedule counts of the threads that may take the input about to be written (see
+    /// `Tty::switches`).
+    pub(super) fn before_write(&mut self, switches: HashMap<i32, u64>) {
+        self.switches_at_write = switches;
     }
 
     /// The program asked the terminal something: until it has taken the answers, it waits for
-    /// them, not for the agent.
-    pub(super) fn before_replies(&mut self, shell: i32) {
-        self.switches_at_write = probe::task_switches(shell);
+    /// them, not for the agent (`switches`: its threads' schedule counts now).
+    pub(super) fn before_replies(&mut self, switches: HashMap<i32, u64>) {
+        self.switches_at_write = switches;
     }
 
     /// The reader has not been scheduled since the input was written: it has not taken it.

@@ -6,7 +6,6 @@
 
 use super::Actor;
 use crate::screen::NoCheckpoint;
-use crate::state::journal_head::Restored;
 
 /// The least output a journal holds before it is compacted: a small history is not rewritten
 /// more often than every this many bytes.
@@ -33,8 +32,8 @@ impl Actor {
             return;
         }
         let bound = journal_bound(self.spec.history_bytes);
-        let terminal = match self.terminal.checkpoint() {
-            Ok(terminal) => terminal,
+        let restored = match self.core.checkpoint() {
+            Ok(restored) => restored,
             Err(NoCheckpoint::NotNow) => {
                 self.compact_at = output + bound / 16;
                 return;
@@ -46,10 +45,6 @@ impl Actor {
                 self.compact_at = output + bound;
                 return;
             }
-        };
-        let restored = Restored {
-            terminal,
-            marks: self.shell_marks.kept(),
         };
         match self.capture.compact(&restored) {
             Ok(()) => self.compact_at = bound,

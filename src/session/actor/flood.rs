@@ -16,6 +16,7 @@ use super::Actor;
 use crate::process::pty::OutputReader;
 use crate::screen::Terminal;
 use crate::session::capture::Capture;
+use crate::session::core::Event;
 use crate::session::pacing::{MIN_READ, TURN};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -240,16 +241,14 @@ impl Flood {
     }
 }
 
-impl Actor {
-    /// Handles the `n` bytes a read of the loop took, and starts a flood when the slice is
-    /// used up by them.
-    pub(super) fn take_read(&mut self, n: usize) {
-        self.take_output(n);
-        if self.pacing.slice_spent() && !self.eof {
-            self.flood.on = true;
-        }
+impl Flood {
+    /// Output came faster than a slice takes in: the next read is a turn's.
+    pub(super) fn start(&mut self) {
+        self.on = true;
     }
+}
 
+impl Actor {
     /// Hands the output side to a worker thread for a turn.
     pub(super) fn start_turn(&mut self) {
         let reader = match &self.flood.reader {
@@ -271,7 +270,7 @@ impl Actor {
             .unwrap_or_else(|| Terminal::new(1, 1, 1, 1));
         self.flood.wanted.store(false, Ordering::Relaxed);
         let turn = Turn {
-            terminal: std::mem::replace(&mut self.terminal, stand_in),
+            terminal: self.core.swap_terminal(stand_in),
             capture: std::mem::take(&mut self.capture),
             reader,
             bytes: std::mem::take(&mut self.flood.bytes),
@@ -291,24 +290,29 @@ impl Actor {
     /// The turn came back: the output side is home, and what the turn read is handled as
     /// after any read.
     pub(super) fn on_turn_back(&mut self, turn: Turn) {
-        let stand_in = std::mem::replace(&mut self.terminal, turn.terminal);
-        self.flood.stand_in = Some(stand_in);
-        self.capture = turn.capture;
-        self.eof |= turn.eof;
-        if turn.paused || turn.eof || turn.no_thread {
+        let Turn {
+            terminal,
+            capture,
+            bytes,
+            emulation,
+            eof,
+            paused,
+            no_thread,
+            ..
+        } = turn;
+        self.capture = capture;
+        self.eof |= eof;
+        if paused || eof || no_thread {
             // Without a thread the actor takes the output in itself, until the next flood.
             self.end_flood();
         }
-        self.pacing
-            .emulated_elsewhere(turn.bytes.len(), turn.emulation);
-        if !turn.bytes.is_empty() {
-            self.before_emulation(&turn.bytes);
-            self.after_emulation();
-        }
-        self.flood.bytes = turn.bytes;
-        self.after_taking_output();
+        self.pacing.emulated_elsewhere(bytes.len(), emulation);
+        self.flood.stand_in = Some(self.core.swap_terminal(terminal));
+        self.handle(Event::TurnBack(&bytes));
+        self.flood.bytes = bytes;
+        self.compact_journal_if_due();
         if let Some(cmd) = self.held.take() {
-            self.on_command(cmd);
+            self.handle(Event::Request(cmd));
         }
     }
 

@@ -1,18 +1,18 @@
-//! A send's life in the actor: begun (refused, or its input handed to the shell state), its
+//! A send's life in the core: begun (refused, or its input handed to the shell state), its
 //! input written, its caller gone, and settled when the wait decision names a reason, with its
 //! job's state kept for a successor.
 
-use super::{Actor, SPIN};
+use super::{Core, Cx, Effect, SPIN, Tty};
 use crate::error::Error;
 use crate::screen::Position;
 use crate::session::input::FirstWrite;
 use crate::session::send::{ActiveSend, ActiveSink, JobEnd, Notes, StreamSink, line_limit_refusal};
-use crate::session::{JobStatus, SendInput, Sink, unix_ms};
+use crate::session::{JobStatus, SendInput, Sink};
 use crate::waiting::{self, Observed, WaitReason};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
-impl Actor {
-    pub(super) fn begin_send(&mut self, input: SendInput, sink: Sink) {
+impl Core {
+    pub(super) fn begin_send(&mut self, cx: &mut Cx<'_>, input: SendInput, sink: Sink) {
         let mut types_ahead = false;
         let refusal = if let Some(a) = &self.active {
             Some(a.busy_error(&self.spec.id))
@@ -24,22 +24,16 @@ impl Actor {
                 self.spec.id
             )))
         } else {
-            line_limit_refusal(&input.text, || {
-                use nix::sys::termios::LocalFlags;
-                self.pty
-                    .termios()
-                    .is_some_and(|t| t.local_flags.contains(LocalFlags::ICANON))
-            })
-            .or_else(|| {
-                types_ahead = self.types_ahead(&input);
-                (types_ahead && !input.typeahead).then(|| self.typeahead_refusal())
+            let canonical = cx.tty.modes().is_some_and(|m| m.canonical);
+            line_limit_refusal(&input.text, || canonical).or_else(|| {
+                types_ahead = self.types_ahead(cx, &input);
+                (types_ahead && !input.typeahead).then(|| self.typeahead_refusal(cx))
             })
         };
         if let Some(error) = refusal {
             sink.refuse(error);
             return;
         }
-        let now = Instant::now();
         let anchor = Position {
             line: self.last_seen.line.max(1),
             col: 0,
@@ -56,7 +50,7 @@ impl Actor {
                 ActiveSink::Job(id)
             }
         };
-        let mut active = ActiveSend::new(input, sink, anchor, now);
+        let mut active = ActiveSend::new(input, sink, anchor, cx.now);
         if active.input.is_pure_wait() {
             // Report a command that ended meanwhile, or an idle prompt, at once.
             active.span.end = self.shell.begin_wait(self.last_seen);
@@ -71,18 +65,18 @@ impl Actor {
         let job = active.job_id().is_some();
         self.active = Some(active);
         if job {
-            self.save_jobs();
+            self.save_jobs(cx);
         }
-        self.rearm_probe();
-        self.publish();
+        self.probe.rearm(cx.now);
+        self.publish(cx);
     }
 
     /// Just before a send's first byte is written (its input may have waited for the prompt):
     /// takes the schedule counts the input is judged against, so that what ran meanwhile does
     /// not count as taking it, and encodes multi-line input again, since whether the shell's
     /// line editor takes bracketed paste is known only once its prompt is up.
-    pub(super) fn before_first_write(&mut self, to: FirstWrite) {
-        self.probe.before_write(self.pty.pid() as i32, to.at_prompt);
+    pub(super) fn before_first_write(&mut self, tty: &mut dyn Tty, to: FirstWrite) {
+        self.probe.before_write(tty.switches(to.at_prompt));
         if let Some(a) = self.active.as_mut().filter(|a| a.input.text.contains('\n')) {
             a.input_len = self
                 .shell
@@ -90,15 +84,15 @@ impl Actor {
         }
     }
 
-    pub(super) fn on_written(&mut self, written: std::io::Result<usize>) {
+    pub(super) fn on_written(&mut self, cx: &mut Cx<'_>, written: std::io::Result<usize>) {
         match written {
             Ok(n) => {
                 if let Some(a) = self.active.as_mut() {
-                    a.last_activity = Instant::now();
+                    a.last_activity = cx.now;
                 }
-                self.rearm_probe();
+                self.probe.rearm(cx.now);
                 if self.shell.input_written(n) {
-                    self.spin_until = Some(Instant::now() + SPIN);
+                    self.spin_until = Some(cx.now + SPIN);
                 }
             }
             Err(e) => {
@@ -108,7 +102,7 @@ impl Actor {
                 ));
                 self.shell.drop_input();
                 if let Some(a) = self.active.take() {
-                    self.end_send(a.fail(error));
+                    self.end_send(cx, a.fail(error));
                 }
             }
         }
@@ -119,14 +113,14 @@ impl Actor {
     /// the next send's viewport starts where this one's did: at its command's start mark when
     /// the command started (not before the prompt and the echoed line, where `last_seen` still
     /// is), as a settled send leaves `last_seen` where its viewport ended.
-    pub(super) fn on_caller_gone(&mut self) {
+    pub(super) fn on_caller_gone(&mut self, cx: &mut Cx<'_>) {
         if let Some(a) = self.active.take()
             && let Some(start) = a.span.start
         {
             self.last_seen = start;
         }
         self.shell.drop_input();
-        self.publish();
+        self.publish(cx);
     }
 
     pub(super) fn on_reply_written(&mut self, written: std::io::Result<usize>) {
@@ -137,14 +131,14 @@ impl Actor {
     }
 
     /// Settles readiness and the active send when their conditions hold.
-    pub(super) fn evaluate(&mut self) {
-        self.deliver_signals();
-        let now = Instant::now();
-        self.begin_deferred_send(now);
+    pub(super) fn evaluate(&mut self, cx: &mut Cx<'_>) {
+        self.deliver_signals(cx);
+        self.begin_deferred_send(cx);
+        let now = cx.now;
         if !self.readiness.is_ready()
             && (self.exit.is_some() || self.readiness.wait_over(now, self.last_output))
         {
-            self.become_ready("exit, idle or deadline");
+            self.become_ready(cx, "exit, idle or deadline");
         }
         let Some(a) = self.active.as_ref() else {
             return;
@@ -165,7 +159,7 @@ impl Actor {
             a.unwritten = self.shell.drop_input();
         }
         let notes = Notes {
-            hidden_input: (reason == WaitReason::StdinRead && self.pty.input_hidden())
+            hidden_input: (reason == WaitReason::StdinRead && cx.tty.input_hidden())
                 .then(|| self.how_a_person_answers(a.input.web_page.as_deref())),
             person_typed: self.keyboard.take_note(),
         };
@@ -174,12 +168,12 @@ impl Actor {
             &self.terminal,
             &self.end_lines,
             self.status(),
-            self.cwd(),
+            cx.tty.cwd(),
             notes,
         );
         self.last_seen = end;
         self.last_seen_line = end_line;
-        self.end_send(a.settle(outcome));
+        self.end_send(cx, a.settle(outcome));
     }
 
     /// How a person types into this session: `ptyd attach t1` (the owner named when it is not
@@ -194,7 +188,7 @@ impl Actor {
 
     /// Records a job's end (a kill in progress hears how it ended) and publishes that the
     /// session is free.
-    pub(super) fn end_send(&mut self, ended: Option<JobEnd>) {
+    pub(super) fn end_send(&mut self, cx: &mut Cx<'_>, ended: Option<JobEnd>) {
         if let Some(JobEnd { id, outcome, kill }) = ended {
             let status = match outcome {
                 Ok(outcome) => {
@@ -216,30 +210,34 @@ impl Actor {
             if let Some(kill) = kill {
                 kill.settled(status);
             }
-            self.save_jobs();
+            self.save_jobs(cx);
         }
-        self.publish();
+        self.publish(cx);
     }
 
     /// Keeps the jobs' state for a daemon adopting the session.
-    pub(super) fn save_jobs(&mut self) {
-        let Some(store) = &mut self.store else {
-            return;
-        };
+    pub(super) fn save_jobs(&mut self, cx: &mut Cx<'_>) {
         let mut records = self.jobs.records();
         if let Some(a) = &self.active
             && let Some(id) = a.job_id()
             && let Some(job) = records.iter_mut().find(|j| j.id == id)
         {
-            let left = a
-                .deadlines()
-                .timeout
-                .saturating_duration_since(Instant::now());
+            let left = a.deadlines().timeout.saturating_duration_since(cx.now);
             job.wait = Some((
-                unix_ms(SystemTime::now() + left),
+                cx.unix_ms + left.as_millis() as i64,
                 a.input.idle.as_millis() as u64,
             ));
         }
-        store.set_jobs(records);
+        cx.effect(Effect::SaveJobs(records));
+    }
+
+    /// Whether the loop polls for output instead of sleeping: a send that just wrote its input
+    /// waits for the answer.
+    pub(in crate::session) fn spinning(&self, now: Instant) -> bool {
+        self.spin_until.is_some_and(|until| now < until)
+            && self
+                .active
+                .as_ref()
+                .is_some_and(|a| a.span.end.is_none() && !a.stdin_blocked)
     }
 }

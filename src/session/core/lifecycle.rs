@@ -1,25 +1,24 @@
 //! The session's own life: the program's exit, readiness at startup (its waiters answered),
 //! and the state published for `List` and job waiters.
 
-use super::Actor;
+use super::{Core, Cx, Effect};
 use crate::marks::Integration;
 use crate::process::pty::ExitKind;
 use crate::screen::Position;
-use crate::session::{Ready, Status, unix_ms, view};
-use std::time::{Instant, SystemTime};
+use crate::session::{Ready, SessionState, Status, view};
 
-impl Actor {
-    pub(super) fn on_exit(&mut self, kind: ExitKind) {
+impl Core {
+    pub(super) fn on_exit(&mut self, cx: &mut Cx<'_>, kind: ExitKind) {
         // What the program wrote before it exited is in the terminal already: take it in
         // first, or the send would settle (and a Read answer) without the program's last words.
-        self.take_waiting_output(|_| true);
+        self.take_waiting_output(cx, |_| true);
         self.exit = Some(kind);
         // Watchers see the stream end with the program.
         self.watchers.end();
-        self.publish();
+        self.publish(cx);
     }
 
-    pub(super) fn become_ready(&mut self, why: &str) {
+    pub(super) fn become_ready(&mut self, cx: &mut Cx<'_>, why: &str) {
         tracing::debug!(session = %self.spec.id, why, "ready");
         let waiters = self.readiness.become_ready();
         let info = self.ready_info();
@@ -35,7 +34,7 @@ impl Actor {
             Position { col: 0, ..cursor }
         };
         // List shows the startup output (line count, time) as soon as Open has returned.
-        self.publish();
+        self.publish(cx);
     }
 
     pub(super) fn ready_info(&self) -> Ready {
@@ -53,30 +52,25 @@ impl Actor {
         }
     }
 
-    pub(super) fn cwd(&self) -> String {
-        crate::process::procfs::cwd(self.pty.pid() as i32)
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
-    }
-
     /// Publishes after output, as the schedule allows (see `publish.rs`).
-    pub(super) fn publish_output(&mut self) {
-        if self.publishing.after_output(Instant::now()) {
-            self.publish();
+    pub(super) fn publish_output(&mut self, cx: &mut Cx<'_>) {
+        if self.publishing.after_output(cx.now) {
+            self.publish(cx);
         }
     }
 
-    pub(super) fn publish(&mut self) {
-        self.publishing.published(Instant::now());
-        let total_lines = self.terminal.total_lines();
-        let busy = self.active.is_some() || self.deferred.is_some();
-        let status = self.status();
-        let last = unix_ms(SystemTime::now() - self.last_output.elapsed());
-        self.state.send_modify(|s| {
-            s.total_lines = total_lines;
-            s.busy = busy;
-            s.status = status;
-            s.last_output_unix_ms = last;
-        });
+    pub(super) fn publish(&mut self, cx: &mut Cx<'_>) {
+        self.publishing.published(cx.now);
+        let (cols, rows) = self.terminal.size();
+        let since_output = cx.now.saturating_duration_since(self.last_output);
+        cx.effect(Effect::Publish(SessionState {
+            status: self.status(),
+            busy: self.active.is_some() || self.deferred.is_some(),
+            total_lines: self.terminal.total_lines(),
+            last_output_unix_ms: cx.unix_ms - since_output.as_millis() as i64,
+            cols,
+            rows,
+            attached: self.keyboard.holder().map(str::to_owned),
+        }));
     }
 }

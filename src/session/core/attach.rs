@@ -2,11 +2,11 @@
 //! of the keyboard, their keys written, their window's size given to the session and the
 //! session's own size given back.
 
-use super::Actor;
+use super::{Core, Cx};
 use crate::error::{Error, Result};
 use crate::session::{AttachRequest, AttachStart, WatchStart, view};
 
-impl Actor {
+impl Core {
     /// `Watch`: the replayed lines, the current screen's redraw and the live feed, taken
     /// together so that nothing falls between them.
     pub(super) fn watch(&mut self, replay: u32) -> WatchStart {
@@ -18,7 +18,11 @@ impl Actor {
     }
 
     /// `Attach`: the person takes the keyboard, their window's size given to the session.
-    pub(super) fn attach(&mut self, request: AttachRequest) -> Result<AttachStart> {
+    pub(super) fn attach(
+        &mut self,
+        cx: &mut Cx<'_>,
+        request: AttachRequest,
+    ) -> Result<AttachStart> {
         if self.exit.is_some() {
             return Err(self.exited_error());
         }
@@ -33,7 +37,7 @@ impl Actor {
                 ))
             })?;
         if let Some((cols, rows)) = request.size {
-            self.resize(cols, rows);
+            self.resize(cx, cols, rows);
         }
         let live = self
             .watchers
@@ -41,8 +45,7 @@ impl Actor {
             .ok_or_else(|| self.exited_error())?;
         let redraw = self.terminal.redraw();
         tracing::info!(session = %self.spec.id, holder = %request.holder, "a person took the keyboard");
-        self.state
-            .send_modify(|s| s.attached = Some(request.holder));
+        self.publish(cx);
         Ok(AttachStart {
             token,
             redraw,
@@ -51,24 +54,24 @@ impl Actor {
     }
 
     /// The holder of `token` resized their window.
-    pub(super) fn attach_size(&mut self, token: u64, cols: u16, rows: u16) {
+    pub(super) fn attach_size(&mut self, cx: &mut Cx<'_>, token: u64, cols: u16, rows: u16) {
         if self.keyboard.holds(token) {
-            self.resize(cols, rows);
+            self.resize(cx, cols, rows);
         }
     }
 
     /// The holder of `token` let go: the session gets its own size back.
-    pub(super) fn detach(&mut self, token: u64) {
+    pub(super) fn detach(&mut self, cx: &mut Cx<'_>, token: u64) {
         if let Some((cols, rows)) = self.keyboard.release(token) {
             tracing::info!(session = %self.spec.id, "the person let go of the keyboard");
-            self.resize(cols, rows);
-            self.state.send_modify(|s| s.attached = None);
+            self.resize(cx, cols, rows);
+            self.publish(cx);
         }
     }
 
     /// The person's keys went out (`written` of them); a failed write drops them, as nobody
     /// can read them.
-    pub(super) fn on_keys_written(&mut self, written: std::io::Result<usize>) {
+    pub(super) fn on_keys_written(&mut self, cx: &mut Cx<'_>, written: std::io::Result<usize>) {
         // The keys themselves are never logged: they may be a password.
         match written {
             Ok(n) => self.keyboard.written(n),
@@ -77,22 +80,19 @@ impl Actor {
                 self.keyboard.drop_keys();
             }
         }
-        self.rearm_probe();
+        self.probe.rearm(cx.now);
     }
 
     /// Gives the terminal and its model a new size (the kernel tells the program).
-    fn resize(&mut self, cols: u16, rows: u16) {
+    fn resize(&mut self, cx: &mut Cx<'_>, cols: u16, rows: u16) {
         if self.terminal.size() == (cols, rows) {
             return;
         }
-        if let Err(e) = self.pty.resize(cols, rows) {
+        if let Err(e) = cx.tty.resize(cols, rows) {
             tracing::warn!(session = %self.spec.id, error = %e, "resizing the terminal failed");
             return;
         }
         self.terminal.resize(cols, rows);
-        self.state.send_modify(|s| {
-            s.cols = cols;
-            s.rows = rows;
-        });
+        self.publish(cx);
     }
 }

@@ -1,12 +1,13 @@
-//! The actor's clock: the nearest deadline its loop sleeps until (startup, the send's
-//! deadlines, a signal's grace, the stdin probe, a publish owed, resting), what each does when it
-//! comes, and when the loop polls instead of sleeping (`SPIN`).
+//! The core's clock: the nearest deadline the actor sleeps until (startup, the send's
+//! deadlines, a signal's grace, the stdin probe, a publish owed, resting), and what each does
+//! when it comes.
 
-use super::Actor;
+use super::{Core, Cx, Effect};
 use std::time::Instant;
 
-impl Actor {
-    pub(super) fn next_deadline(&self, now: Instant) -> Option<Instant> {
+impl Core {
+    /// When the actor should hand the core a `Tick`, if ever.
+    pub(in crate::session) fn next_deadline(&self, now: Instant) -> Option<Instant> {
         let startup = self.readiness.wait_ends(self.last_output);
         let send = self.active.as_ref().map(|a| a.next_deadline(now));
         let probe = self.probe.next().filter(|_| self.wants_probe());
@@ -45,39 +46,23 @@ impl Actor {
         }) && self.exit.is_none()
     }
 
-    /// Polls for output while a send that just wrote its input waits for the answer.
-    pub(super) fn spinning(&self) -> bool {
-        self.spin_until.is_some_and(|until| Instant::now() < until)
-            && self
-                .active
-                .as_ref()
-                .is_some_and(|a| a.span.end.is_none() && !a.stdin_blocked)
-    }
-
-    pub(super) fn rearm_probe(&mut self) {
-        self.probe.rearm(Instant::now());
-    }
-
-    pub(super) fn on_timer(&mut self) {
-        let now = Instant::now();
+    pub(super) fn on_timer(&mut self, cx: &mut Cx<'_>) {
+        let now = cx.now;
         if self.active.is_none() && self.rest_due.is_some_and(|at| now >= at) {
             self.rest_due = None;
-            self.capture.rest();
-            if self.terminal.rest() {
-                crate::process::memory::trim_soon();
-            }
+            let trim = self.terminal.rest();
+            cx.effect(Effect::Rest { trim });
         }
         if self.publishing.is_due(now) {
-            self.publish();
+            self.publish(cx);
         }
-        let shell = self.pty.pid() as i32;
         if let Some(a) = self.active.as_mut().filter(|a| a.span.end.is_none())
             && let Some(kill) = a.killing.as_mut()
         {
-            kill.step(shell, self.pty.foreground_pgid(), now);
+            kill.step(cx.tty, now);
         }
         if self.probe.next().is_some_and(|at| now >= at) && self.wants_probe() {
-            self.run_probe();
+            self.run_probe(cx);
             self.probe.back_off(now);
         }
     }

@@ -2,19 +2,18 @@
 //! its output) replayed through the terminal model and the shell state, its exit and its
 //! running job restored.
 
-use super::Actor;
+use super::{Core, Cx};
 use crate::marks::Mark;
 use crate::screen::Position;
 use crate::session::shell::MarkEffect;
 use crate::session::{JobStatus, Sink};
-use std::time::Instant;
 use tokio::sync::oneshot;
 
-impl Actor {
+impl Core {
     /// Rebuilds the terminal of a session adopted from a previous daemon: replays its journal
     /// (the answers to queries in it were given long ago; the shell's marks put the shell state
     /// where it was), takes over its jobs, and resumes waiting for a job that was running.
-    pub(super) fn adopt(&mut self, replay: crate::session::Replay) {
+    pub(super) fn adopt(&mut self, cx: &mut Cx<'_>, replay: crate::session::Replay) {
         // A compacted journal: its checkpoint first, with the marks of the output it dropped.
         let mut marks = Vec::new();
         if let Some(restored) = &replay.restored {
@@ -36,10 +35,10 @@ impl Actor {
         // The records know the output a previous daemon saw; marks it had no time to record
         // are taken now.
         for event in &replayed {
-            self.record_mark(event);
+            self.record_mark(cx, event);
         }
         marks.extend(replayed);
-        let now = Instant::now();
+        let now = cx.now;
         let mut last_start = None;
         for event in &mut marks {
             if let Some(line) = event.line.take() {
@@ -56,7 +55,7 @@ impl Actor {
             self.exit = Some(kind);
             self.watchers.end();
         }
-        self.become_ready("adopted");
+        self.become_ready(cx, "adopted");
         let running = replay
             .jobs
             .iter()
@@ -69,7 +68,7 @@ impl Actor {
             }
             let (confirm, _) = oneshot::channel();
             let wait = crate::session::resumed_wait(job.wait);
-            self.begin_send(wait, Sink::Job(job.id.clone(), confirm));
+            self.begin_send(cx, wait, Sink::Job(job.id.clone(), confirm));
         }
         self.jobs.restore(&replay.jobs);
         // A job whose command started while no daemon read: its output starts at that mark.
@@ -81,8 +80,7 @@ impl Actor {
         {
             self.jobs.command_started(&job.id, at);
         }
-        self.save_jobs();
-        self.evaluate();
-        self.publish();
+        self.save_jobs(cx);
+        self.publish(cx);
     }
 }

@@ -1,0 +1,1 @@
+//! The core driven by scripted events and a scripted terminal.
