@@ -1,0 +1,93 @@
+//! Text for a running command that nothing reads: refused, held, or not typeahead at all.
+
+use super::*;
+
+#[test]
+fn text_for_a_running_command_nobody_reads_is_refused_or_held() {
+    let cases: Vec<(&str, Vec<Step>)> = vec![
+        (
+            "refused, naming the command",
+            vec![
+                Send("sleep 100"),
+                WriteAll,
+                Starts,
+                Foreground(CHILD),
+                Canonical(true),
+                Elapse(5_000),
+                Answered(WaitReason::InferredIdle, None, ""),
+                Send("echo next"),
+                Refused("sleep 100"),
+                Wrote(b"sleep 100\r"),
+            ],
+        ),
+        (
+            "Enter alone is a key, never typeahead",
+            vec![
+                Send("sleep 100"),
+                WriteAll,
+                Starts,
+                Canonical(true),
+                Elapse(5_000),
+                Answered(WaitReason::InferredIdle, None, ""),
+                Send(""),
+                WriteAll,
+                Wrote(b"sleep 100\r\r"),
+                Elapse(5_000),
+                Answered(WaitReason::InferredIdle, None, ""),
+            ],
+        ),
+        (
+            "a program in raw mode reads keys: not typeahead",
+            vec![
+                Send("vim"),
+                WriteAll,
+                Starts,
+                Foreground(CHILD),
+                Canonical(false),
+                Elapse(5_000),
+                Answered(WaitReason::InferredIdle, None, ""),
+                Send(":q"),
+                WriteAll,
+                Wrote(b"vim\r:q\r"),
+            ],
+        ),
+        (
+            "held with typeahead, written at the next prompt",
+            vec![
+                Send("sleep 1"),
+                WriteAll,
+                Starts,
+                Canonical(true),
+                Elapse(5_000),
+                Answered(WaitReason::InferredIdle, None, ""),
+                SendAhead("echo after"),
+                WriteAll,
+                Wrote(b"sleep 1\r"),
+                Out(end(0)),
+                Out(PROMPT.to_vec()),
+                WriteAll,
+                Wrote(b"echo after\r"),
+                Runs("after", 0),
+                Answered(WaitReason::Prompt, Some(0), "after"),
+            ],
+        ),
+        (
+            "the command ended in output not read yet: not typeahead",
+            vec![
+                Send("sleep 1"),
+                WriteAll,
+                Starts,
+                Canonical(true),
+                Elapse(5_000),
+                Answered(WaitReason::InferredIdle, None, ""),
+                Waiting([&end(0)[..], PROMPT].concat()),
+                Send("echo next"),
+                WriteAll,
+                Wrote(b"sleep 1\recho next\r"),
+            ],
+        ),
+    ];
+    for (name, steps) in cases {
+        scenario(name, steps);
+    }
+}
