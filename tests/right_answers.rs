@@ -498,29 +498,6 @@ async fn text_for_a_program_reading_keys_is_not_typeahead() {
     .await;
 }
 
-/// Typeahead held while the command runs goes to a program that then reads the terminal.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typeahead_goes_to_a_program_that_reads_later() {
-    timed(async {
-        let mut d = start_daemon().await;
-        let c = &mut d.client;
-        let sid = open_type(c, "bash").await;
-        leave_running(c, &sid, "sleep 1; read x; echo got $x").await;
-        let (fr, rendered) = send_with(
-            c,
-            SendRequest {
-                typeahead: true,
-                ..sharp(&sid, "value")
-            },
-        )
-        .await;
-        assert_eq!(fr.wait_reason(), WaitReason::Prompt, "{rendered}");
-        assert_eq!(lines(&fr.viewport).last(), Some(&"got value"), "{rendered}");
-        d.stop().await;
-    })
-    .await;
-}
-
 // ---------------------------------------------------------------------------------------------
 // A fresh session
 

@@ -478,27 +478,6 @@ async fn an_empty_send_returns_the_end_of_a_command_that_went_idle() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_empty_send_at_an_idle_prompt_returns_at_once() {
-    timed(async {
-        let mut d = start_daemon().await;
-        let c = &mut d.client;
-        let sid = open_type(c, "bash", Path::new("/tmp"), &[]).await;
-        run_ok(c, A, &sid, "echo hi").await;
-        let started = Instant::now();
-        // A long timeout: only recognising the idle prompt returns this send.
-        let fr = expect_wait(c, pure_wait(&sid, 60_000), WaitReason::Prompt).await;
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            started.elapsed()
-        );
-        assert_eq!(fr.viewport, "", "nothing new since the last send: {fr:?}");
-        d.stop().await;
-    })
-    .await;
-}
-
 // ---------------------------------------------------------------------------------------------
 // 4. timeout
 

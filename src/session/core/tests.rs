@@ -124,6 +124,8 @@ enum Step {
     SendAhead(&'static str),
     /// A pure wait arrives.
     Wait,
+    /// The caller of the send in flight hangs up.
+    HangUp,
     /// A `Signal` request arrives.
     Signal(Signal),
     /// A background send of this text arrives, as job `j1`.
@@ -293,6 +295,10 @@ impl Session {
                     submit: false,
                     ..SendInput::typed("")
                 }),
+                HangUp => {
+                    drop(self.answers.pop_back());
+                    self.event(Event::CallerGone);
+                }
                 Signal(signal) => {
                     let (tx, rx) = oneshot::channel();
                     self.signal_answers.push_back(rx);

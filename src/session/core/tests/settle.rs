@@ -117,6 +117,33 @@ fn a_send_settles_on_its_command_end_mark_with_the_exit_code() {
             ],
         ),
         (
+            "a pure wait at an idle prompt returns at once, with nothing new",
+            vec![
+                Send("echo hi"),
+                WriteAll,
+                Runs("hi", 0),
+                Answered(WaitReason::Prompt, Some(0), "hi"),
+                Wait,
+                Answered(WaitReason::Prompt, None, ""),
+            ],
+        ),
+        (
+            "a caller that hangs up frees the session; what it wrote runs on",
+            vec![
+                Send("sleep 60"),
+                WriteAll,
+                Starts,
+                HangUp,
+                Busy(false),
+                Wait,
+                Elapse(5_000),
+                Answered(WaitReason::InferredIdle, None, ""),
+                Out([&b"^C\r\n"[..], &end(130), PROMPT].concat()),
+                Wait,
+                Answered(WaitReason::Prompt, Some(130), "^C"),
+            ],
+        ),
+        (
             "a second send while one waits is refused",
             vec![Send("sleep 100"), Send("true"), Refused("busy"), Pending],
         ),

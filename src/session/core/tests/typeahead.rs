@@ -72,6 +72,28 @@ fn text_for_a_running_command_nobody_reads_is_refused_or_held() {
             ],
         ),
         (
+            "held typeahead goes to a program that reads the terminal later",
+            vec![
+                Send("sleep 1; read x; echo got $x"),
+                WriteAll,
+                Starts,
+                Canonical(true),
+                Elapse(5_000),
+                Answered(WaitReason::InferredIdle, None, ""),
+                SendAhead("value"),
+                WriteAll,
+                Wrote(b"sleep 1; read x; echo got $x\r"),
+                // bash's `read` takes the terminal: the shell itself reads, past its prompt.
+                Reader(SHELL, true, 7),
+                Elapse(2),
+                WriteAll,
+                Wrote(b"value\r"),
+                Out(b"value\r\ngot value\r\n".to_vec()),
+                Out([&end(0)[..], PROMPT].concat()),
+                Answered(WaitReason::Prompt, Some(0), "got value"),
+            ],
+        ),
+        (
             "the command ended in output not read yet: not typeahead",
             vec![
                 Send("sleep 1"),
