@@ -39,7 +39,7 @@ use super::records::CommandBook;
 use super::send::ActiveSend;
 use super::shell::{Shell, Write};
 use super::shell_marks::ShellMarks;
-use super::startup::{Readiness, Startup};
+use super::startup::{Lifecycle, Startup};
 use super::watchers::Watchers;
 use super::{Command, Ready, Replay, SendInput, SessionSpec, SessionState, Sink, view};
 use crate::error::Error;
@@ -124,8 +124,6 @@ pub(super) struct Core {
     spec: Arc<SessionSpec>,
     /// The terminal model: screen, history, modes.
     terminal: Terminal,
-    /// How the program ended, once it has.
-    exit: Option<ExitKind>,
     /// The send in flight (foreground, streaming or a job's).
     active: Option<ActiveSend>,
     /// A send with input that came right after a signal: it begins (is judged, refused as
@@ -136,9 +134,10 @@ pub(super) struct Core {
     shell: Shell,
     /// When the stdin probe runs, and what it judges a reader against.
     probe: ProbeSchedule,
-    /// Whether the session is ready (its first prompt, a program reading the terminal, its
-    /// exit or the end of its startup wait), and who waits for it until then (see `startup.rs`).
-    readiness: Readiness<oneshot::Sender<Ready>>,
+    /// Starting (and who waits for it to be ready: its first prompt, a program reading the
+    /// terminal, its exit or the end of its startup wait), running, or exited and how (see
+    /// `startup.rs`).
+    lifecycle: Lifecycle<oneshot::Sender<Ready>>,
     /// When output last came.
     last_output: Instant,
     /// When the idle terminal's screen may rest (see `Terminal::rest`); set by output and by
@@ -180,14 +179,13 @@ impl Core {
         terminal.set_mark_key(spec.mark_key.clone());
         Core {
             terminal,
-            readiness: Readiness::starting(Startup::new(
+            lifecycle: Lifecycle::starting(Startup::new(
                 now,
                 spec.startup_timeout,
                 (spec.integration == Integration::None).then_some(spec.startup_idle),
             )),
             shell: Shell::new(spec.integration),
             spec,
-            exit: None,
             active: None,
             deferred: None,
             probe: ProbeSchedule::new(now),
@@ -293,7 +291,7 @@ impl Core {
 
     /// Whether the program exited.
     pub(super) fn exited(&self) -> bool {
-        self.exit.is_some()
+        self.lifecycle.exit().is_some()
     }
 
     /// The session ends: its send and the send waiting for a signal's answer hear that it is

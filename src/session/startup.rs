@@ -1,10 +1,12 @@
-//! When a starting session is ready though no prompt came: at its startup deadline, or, for a
-//! type without shell integration, after output has been silent for the startup idle time. An
-//! integrated shell waits for its first prompt mark (or a program reading the terminal, or the
-//! deadline): a slow rc file is not a prompt, and input typed before the line editor starts
-//! would be lost or mis-settled. `Readiness` keeps that wait and those waiting for it (`Open`)
-//! until the session is ready. Pure.
+//! A session's life: starting, running, exited. A starting session is ready though no prompt
+//! came at its startup deadline, or, for a type without shell integration, after output has
+//! been silent for the startup idle time. An integrated shell waits for its first prompt mark
+//! (or a program reading the terminal, or the deadline): a slow rc file is not a prompt, and
+//! input typed before the line editor starts would be lost or mis-settled. `Lifecycle` keeps
+//! that wait and those waiting for it (`Open`) until the session is ready, and how the program
+//! ended once it has. Pure.
 
+use crate::process::pty::ExitKind;
 use std::time::{Duration, Instant};
 
 /// A session's startup wait.
@@ -37,42 +39,52 @@ impl Startup {
     }
 }
 
-/// Whether a session is ready, and who waits for it until it is.
+/// Where a session is in its life, and who waits for it to be ready until it is.
 #[derive(Debug)]
-pub(super) enum Readiness<W> {
+pub(super) enum Lifecycle<W> {
     /// Starting: the wait that ends it, and those waiting (`Open`).
     Starting { wait: Startup, waiters: Vec<W> },
-    /// Ready: its first prompt, a program reading the terminal, its exit, or the end of its
-    /// wait.
-    Ready,
+    /// Ready, its program running: its first prompt, a program reading the terminal, or the
+    /// end of its wait.
+    Running,
+    /// The program exited (a session that exits while starting is ready then).
+    Exited(ExitKind),
 }
 
-impl<W> Readiness<W> {
-    pub(super) fn starting(wait: Startup) -> Readiness<W> {
-        Readiness::Starting {
+impl<W> Lifecycle<W> {
+    pub(super) fn starting(wait: Startup) -> Lifecycle<W> {
+        Lifecycle::Starting {
             wait,
             waiters: Vec::new(),
         }
     }
 
     pub(super) fn is_ready(&self) -> bool {
-        matches!(self, Readiness::Ready)
+        !matches!(self, Lifecycle::Starting { .. })
+    }
+
+    /// How the program ended, once it has.
+    pub(super) fn exit(&self) -> Option<ExitKind> {
+        match self {
+            Lifecycle::Exited(kind) => Some(*kind),
+            _ => None,
+        }
     }
 
     /// When a starting session's wait ends unless output comes after `last_output`; `None`
     /// once it is ready.
     pub(super) fn wait_ends(&self, last_output: Instant) -> Option<Instant> {
         match self {
-            Readiness::Starting { wait, .. } => Some(wait.ends(last_output)),
-            Readiness::Ready => None,
+            Lifecycle::Starting { wait, .. } => Some(wait.ends(last_output)),
+            _ => None,
         }
     }
 
     /// Whether a starting session's wait is over at `now` (never once it is ready).
     pub(super) fn wait_over(&self, now: Instant, last_output: Instant) -> bool {
         match self {
-            Readiness::Starting { wait, .. } => wait.is_over(now, last_output),
-            Readiness::Ready => false,
+            Lifecycle::Starting { wait, .. } => wait.is_over(now, last_output),
+            _ => false,
         }
     }
 
@@ -80,20 +92,32 @@ impl<W> Readiness<W> {
     /// be answered at once.
     pub(super) fn wait_for(&mut self, waiter: W) -> Option<W> {
         match self {
-            Readiness::Starting { waiters, .. } => {
+            Lifecycle::Starting { waiters, .. } => {
                 waiters.push(waiter);
                 None
             }
-            Readiness::Ready => Some(waiter),
+            _ => Some(waiter),
         }
     }
 
-    /// The session is ready: those who waited, to be answered (none the second time).
+    /// A starting session is ready: those who waited, to be answered (none once ready).
     pub(super) fn become_ready(&mut self) -> Vec<W> {
-        match std::mem::replace(self, Readiness::Ready) {
-            Readiness::Starting { waiters, .. } => waiters,
-            Readiness::Ready => Vec::new(),
+        match self {
+            Lifecycle::Starting { waiters, .. } => {
+                let waiters = std::mem::take(waiters);
+                *self = Lifecycle::Running;
+                waiters
+            }
+            _ => Vec::new(),
         }
+    }
+
+    /// The program exited: those who waited for a starting session to be ready, to be
+    /// answered.
+    pub(super) fn end(&mut self, kind: ExitKind) -> Vec<W> {
+        let waiters = self.become_ready();
+        *self = Lifecycle::Exited(kind);
+        waiters
     }
 }
 
@@ -135,7 +159,7 @@ mod tests {
         let start = Instant::now();
         let later = start + Duration::from_secs(5);
         let wait = || Startup::new(start, Duration::from_secs(1), None);
-        let mut r: Readiness<&str> = Readiness::starting(wait());
+        let mut r: Lifecycle<&str> = Lifecycle::starting(wait());
         assert!(!r.is_ready());
         assert_eq!(r.wait_ends(start), Some(start + Duration::from_secs(1)));
         assert!(r.wait_over(later, start));
@@ -155,5 +179,20 @@ mod tests {
         );
         assert_eq!(r.wait_ends(start), None, "no startup deadline once ready");
         assert!(!r.wait_over(later, start));
+        assert_eq!(r.exit(), None);
+        assert_eq!(
+            r.end(ExitKind::Code(3)),
+            Vec::<&str>::new(),
+            "answered already"
+        );
+        assert_eq!(r.exit(), Some(ExitKind::Code(3)));
+        assert!(r.is_ready());
+        // Exiting while starting: the session is ready then, its waiters answered.
+        let mut r: Lifecycle<&str> = Lifecycle::starting(wait());
+        assert_eq!(r.wait_for("open"), None);
+        assert_eq!(r.end(ExitKind::Code(1)), ["open"]);
+        assert!(r.is_ready());
+        assert_eq!(r.wait_ends(start), None);
+        assert_eq!(r.wait_for("late open"), Some("late open"));
     }
 }

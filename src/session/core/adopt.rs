@@ -52,7 +52,7 @@ impl Core {
             }
         }
         if let Some(kind) = replay.exit {
-            self.exit = Some(kind);
+            self.lifecycle.end(kind);
             self.watchers.end();
         }
         self.become_ready(cx, "adopted");
@@ -61,7 +61,7 @@ impl Core {
             .iter()
             .find(|j| j.status == JobStatus::Running.name());
         if let Some(job) = running
-            && self.exit.is_none()
+            && !self.exited()
         {
             if let Some((line, col)) = job.start {
                 self.last_seen = Position { line, col };

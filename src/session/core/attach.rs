@@ -23,7 +23,7 @@ impl Core {
         cx: &mut Cx<'_>,
         request: AttachRequest,
     ) -> Result<AttachStart> {
-        if self.exit.is_some() {
+        if self.exited() {
             return Err(self.exited_error());
         }
         let own_size = self.terminal.size();

@@ -6,21 +6,31 @@ use crate::marks::Integration;
 use crate::process::pty::ExitKind;
 use crate::screen::Position;
 use crate::session::{Ready, SessionState, Status, view};
+use tokio::sync::oneshot;
 
 impl Core {
     pub(super) fn on_exit(&mut self, cx: &mut Cx<'_>, kind: ExitKind) {
         // What the program wrote before it exited is in the terminal already: take it in
         // first, or the send would settle (and a Read answer) without the program's last words.
         self.take_waiting_output(cx, |_| true);
-        self.exit = Some(kind);
+        let starting = !self.lifecycle.is_ready();
+        let waiters = self.lifecycle.end(kind);
         // Watchers see the stream end with the program.
         self.watchers.end();
+        if starting {
+            self.ready(cx, waiters, "exit");
+        }
         self.publish(cx);
     }
 
     pub(super) fn become_ready(&mut self, cx: &mut Cx<'_>, why: &str) {
+        let waiters = self.lifecycle.become_ready();
+        self.ready(cx, waiters, why);
+    }
+
+    /// The session became ready: `waiters` hear what came before its prompt.
+    fn ready(&mut self, cx: &mut Cx<'_>, waiters: Vec<oneshot::Sender<Ready>>, why: &str) {
         tracing::debug!(session = %self.spec.id, why, "ready");
-        let waiters = self.readiness.become_ready();
         let info = self.ready_info();
         for w in waiters {
             let _ = w.send(info.clone());
@@ -39,14 +49,14 @@ impl Core {
 
     pub(super) fn ready_info(&self) -> Ready {
         // The MOTD is what came before the prompt line.
-        let at_prompt = self.spec.integration != Integration::None && self.exit.is_none();
+        let at_prompt = self.spec.integration != Integration::None && !self.exited();
         Ready {
             motd: view::motd(&self.terminal, at_prompt),
         }
     }
 
     pub(super) fn status(&self) -> Status {
-        match self.exit {
+        match self.lifecycle.exit() {
             Some(kind) => Status::Exited(kind),
             None => Status::Running,
         }

@@ -110,7 +110,7 @@ impl Core {
                 self.set_job_start(cx, at);
             }
             MarkEffect::Prompt => {
-                if !self.readiness.is_ready() {
+                if !self.lifecycle.is_ready() {
                     self.become_ready(cx, "prompt mark");
                 }
             }

@@ -49,7 +49,7 @@ impl Core {
         if self.shell.reads_own_prompt(reader.is_shell) {
             return; // the shell's own prompt: the marks settle this
         }
-        if !self.readiness.is_ready() {
+        if !self.lifecycle.is_ready() {
             self.become_ready(cx, "terminal reader");
             return;
         }

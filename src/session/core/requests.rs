@@ -10,7 +10,7 @@ impl Core {
         self.rest_due = Some(cx.now + REST_AFTER);
         match cmd {
             Command::Ready(reply) => {
-                if let Some(reply) = self.readiness.wait_for(reply) {
+                if let Some(reply) = self.lifecycle.wait_for(reply) {
                     let _ = reply.send(self.ready_info());
                 }
             }

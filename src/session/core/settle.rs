@@ -16,7 +16,7 @@ impl Core {
         let mut types_ahead = false;
         let refusal = if let Some(a) = &self.active {
             Some(a.busy_error(&self.spec.id))
-        } else if self.exit.is_some() {
+        } else if self.exited() {
             Some(self.exited_error())
         } else if let Some(holder) = self.keyboard.holder().filter(|_| !input.is_pure_wait()) {
             Some(Error::FailedPrecondition(format!(
@@ -135,17 +135,15 @@ impl Core {
         self.deliver_signals(cx);
         self.begin_deferred_send(cx);
         let now = cx.now;
-        if !self.readiness.is_ready()
-            && (self.exit.is_some() || self.readiness.wait_over(now, self.last_output))
-        {
-            self.become_ready(cx, "exit, idle or deadline");
+        if self.lifecycle.wait_over(now, self.last_output) {
+            self.become_ready(cx, "idle or deadline");
         }
         let Some(a) = self.active.as_ref() else {
             return;
         };
         let input_written = !self.shell.input_pending();
         let observed = Observed {
-            exited: self.exit.is_some(),
+            exited: self.exited(),
             prompt_returned: a.span.end.is_some(),
             stdin_blocked: a.stdin_blocked,
             input_written,

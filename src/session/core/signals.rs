@@ -23,7 +23,7 @@ impl Core {
             return;
         }
         if self.active.is_none()
-            && self.exit.is_none()
+            && !self.exited()
             && !input.is_pure_wait()
             && self.shell.signal_gate(cx.now).is_some()
         {
@@ -37,9 +37,7 @@ impl Core {
     /// Begins the send that waited for a signal's answer, once it came (or the grace passed, or
     /// the program exited); a caller that hung up meanwhile is forgotten.
     pub(super) fn begin_deferred_send(&mut self, cx: &mut Cx<'_>) {
-        if self.deferred.is_none()
-            || (self.exit.is_none() && self.shell.signal_gate(cx.now).is_some())
-        {
+        if self.deferred.is_none() || (!self.exited() && self.shell.signal_gate(cx.now).is_some()) {
             return;
         }
         let (input, sink) = self.deferred.take().expect("checked above");
@@ -84,7 +82,7 @@ impl Core {
             return;
         }
         let mut signals = std::mem::take(&mut self.signals);
-        if self.exit.is_some() {
+        if self.exited() {
             signals.deliver_all(|signal| self.signal(cx, signal));
         } else {
             // A child of the shell that has not exec'd its program yet still runs the shell's
@@ -115,7 +113,7 @@ impl Core {
     /// the actor owns, and only while the session's program runs: a pid from `/proc`, read
     /// elsewhere, could by then name a stranger's group.
     pub(super) fn signal(&self, cx: &mut Cx<'_>, signal: Signal) -> Result<i32> {
-        if self.exit.is_some() {
+        if self.exited() {
             return Err(self.exited_error());
         }
         let group = cx

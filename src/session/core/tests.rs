@@ -122,6 +122,8 @@ enum Step {
     Send(&'static str),
     /// The same, with typeahead allowed.
     SendAhead(&'static str),
+    /// An `Open` waits for the session to be ready.
+    AwaitReady,
     /// A pure wait arrives.
     Wait,
     /// The caller of the send in flight hangs up.
@@ -160,6 +162,10 @@ enum Step {
     SignalAnswer(std::result::Result<i32, &'static str>),
     /// Checks: the oldest unchecked `JobKill` answer.
     KillAnswer(Option<JobStatus>),
+    /// Checks: whether the `Open` waiting is answered (the oldest unanswered one).
+    ReadyNow(bool),
+    /// Checks: the newest published state says the program exited.
+    ExitedNow(bool),
     /// Checks: the newest published state says the session is busy.
     Busy(bool),
 }
@@ -173,6 +179,7 @@ struct Session {
     answers: VecDeque<oneshot::Receiver<Result<SendOutcome>>>,
     signal_answers: VecDeque<oneshot::Receiver<Result<i32>>>,
     kill_answers: VecDeque<oneshot::Receiver<Option<JobStatus>>>,
+    ready_answers: VecDeque<oneshot::Receiver<Ready>>,
     written: Vec<u8>,
     published: Option<SessionState>,
 }
@@ -204,19 +211,25 @@ fn spec() -> SessionSpec {
 impl Session {
     /// A bash session at its first prompt.
     fn at_prompt() -> Session {
+        let mut s = Session::starting();
+        s.event(Event::Output(PROMPT));
+        s
+    }
+
+    /// A bash session whose rc files still run.
+    fn starting() -> Session {
         let now = Instant::now();
-        let mut s = Session {
+        Session {
             core: Core::new(Arc::new(spec()), CommandBook::default(), now),
             tty: Script::default(),
             now,
             answers: VecDeque::new(),
             signal_answers: VecDeque::new(),
             kill_answers: VecDeque::new(),
+            ready_answers: VecDeque::new(),
             written: Vec::new(),
             published: None,
-        };
-        s.event(Event::Output(PROMPT));
-        s
+        }
     }
 
     fn event(&mut self, event: Event<'_>) {
@@ -291,6 +304,26 @@ impl Session {
                     typeahead: true,
                     ..SendInput::typed(text)
                 }),
+                AwaitReady => {
+                    let (tx, rx) = oneshot::channel();
+                    self.ready_answers.push_back(rx);
+                    self.event(Event::Request(Command::Ready(tx)));
+                }
+                ReadyNow(want) => {
+                    let answer = self.ready_answers.front_mut().expect("an Open to check");
+                    let answered = answer.try_recv().is_ok();
+                    assert_eq!(answered, want, "{at}");
+                    if answered {
+                        self.ready_answers.pop_front();
+                    }
+                }
+                ExitedNow(want) => assert_eq!(
+                    self.published
+                        .as_ref()
+                        .map(|s| matches!(s.status, crate::session::Status::Exited(_))),
+                    Some(want),
+                    "{at}"
+                ),
                 Wait => self.send(SendInput {
                     submit: false,
                     ..SendInput::typed("")
@@ -396,7 +429,13 @@ fn scenario(name: &str, steps: Vec<Step>) {
     Session::at_prompt().run(name, steps);
 }
 
+/// A scenario that starts while the shell's rc files run.
+fn from_start(name: &str, steps: Vec<Step>) {
+    Session::starting().run(name, steps);
+}
+
 mod kill;
+mod lifecycle;
 mod probe;
 mod replies;
 mod settle;

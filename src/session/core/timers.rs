@@ -8,7 +8,7 @@ use std::time::Instant;
 impl Core {
     /// When the actor should hand the core a `Tick`, if ever.
     pub(in crate::session) fn next_deadline(&self, now: Instant) -> Option<Instant> {
-        let startup = self.readiness.wait_ends(self.last_output);
+        let startup = self.lifecycle.wait_ends(self.last_output);
         let send = self.active.as_ref().map(|a| a.next_deadline(now));
         let probe = self.probe.next().filter(|_| self.wants_probe());
         let prompt_gate = self.shell.write_deadline(now);
@@ -35,7 +35,7 @@ impl Core {
 
     /// Probes run only while someone waits: a send whose input is written, or startup.
     pub(super) fn wants_probe(&self) -> bool {
-        if !self.readiness.is_ready()
+        if !self.lifecycle.is_ready()
             || (self.shell.input_gated() && self.shell.input_pending())
             || self.shell.input_held()
         {
@@ -43,7 +43,7 @@ impl Core {
         }
         self.active.as_ref().is_some_and(|a| {
             !a.stdin_blocked && !self.shell.input_pending() && a.span.end.is_none()
-        }) && self.exit.is_none()
+        }) && !self.exited()
     }
 
     pub(super) fn on_timer(&mut self, cx: &mut Cx<'_>) {
