@@ -210,14 +210,16 @@ impl Actor {
     }
 
     /// Hands the `n` bytes the last read took to the core (they are in the journal), and
-    /// starts a flood when the slice is used up by them.
+    /// starts a flood when the slice is used up by them and more output waits already: the
+    /// program writes faster than the actor takes in. One dear read alone (a send's answer
+    /// rendered, a resting terminal woken) is no flood, and a turn would only wait for more.
     fn take_read(&mut self, n: usize) {
         let started = Instant::now();
         let bytes = self.capture.take(n, <[u8]>::to_vec);
         self.handle(Event::Output(&bytes));
         self.pacing.took(n, started.elapsed());
         self.compact_journal_if_due();
-        if self.pacing.slice_spent() && !self.eof {
+        if self.pacing.slice_spent() && !self.eof && self.pty.output_waiting() > 0 {
             self.flood.start();
         }
     }

@@ -119,7 +119,7 @@ impl Turn {
                     Ok(None) => {
                         // The emulating thread catches up while the reader waits.
                         hand_over(&mut piece);
-                        if !wait_for_output(reader, &needs_actor) {
+                        if !wait_for_output(reader, &needs_actor, wanted) {
                             *paused = true;
                             break;
                         }
@@ -174,11 +174,11 @@ fn emulate_pieces(
 }
 
 /// Waits up to `TURN_PAUSE` for output; whether it came (`false` too once the emulated output
-/// needs the actor).
-fn wait_for_output(reader: &OutputReader, needs_actor: &AtomicBool) -> bool {
+/// or a command needs the actor).
+fn wait_for_output(reader: &OutputReader, needs_actor: &AtomicBool, wanted: &AtomicBool) -> bool {
     let mut waited = Duration::ZERO;
     while waited < TURN_PAUSE {
-        if needs_actor.load(Ordering::Relaxed) {
+        if needs_actor.load(Ordering::Relaxed) || wanted.load(Ordering::Relaxed) {
             return false;
         }
         if reader.wait(PAUSE_STEP) {
