@@ -16,9 +16,10 @@
 
 use crate::process::cgroup::SessionCgroup;
 use crate::process::fd;
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll, ppoll};
 use nix::sys::signal::Signal;
 use nix::sys::termios::tcgetattr;
+use nix::sys::time::TimeSpec;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Mutex;
@@ -65,11 +66,11 @@ impl OutputReader {
         try_read_master(&self.0, buf)
     }
 
-    /// Waits at most `timeout` for output (or a hang-up) to read; whether it came.
+    /// Waits at most `timeout` for output (or a hang-up) to read; whether it came. `ppoll`, for
+    /// its nanoseconds: `poll` counts milliseconds, and a wait under one would not wait at all.
     pub(crate) fn wait(&self, timeout: std::time::Duration) -> bool {
-        let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
         let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
-        poll(&mut fds, timeout).is_ok_and(|n| n > 0)
+        ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None).is_ok_and(|n| n > 0)
     }
 }
 
@@ -292,5 +293,33 @@ impl Pty {
             self.io.watch = Some(fd::async_fd(self.io.fd.try_clone()?, Interest::READABLE)?);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A flood's reader waits 100 µs at a time for the program's next output; a wait that
+    /// returned at once would end the flood's turn as if the output had paused.
+    #[test]
+    fn a_wait_under_a_millisecond_waits_until_output_comes_or_it_is_up() {
+        let (master, slave) = terminal::open_pty(80, 24, true).expect("openpty");
+        let reader = OutputReader(fd::set_nonblocking(master).expect("non-blocking"));
+        for step in [Duration::from_micros(100), Duration::from_micros(700)] {
+            let started = Instant::now();
+            assert!(!reader.wait(step), "no output yet");
+            assert!(
+                started.elapsed() >= step,
+                "waited {:?} of {step:?}",
+                started.elapsed()
+            );
+        }
+        nix::unistd::write(&slave, b"x").expect("write to the slave");
+        assert!(
+            reader.wait(Duration::from_secs(10)),
+            "the output is there to read"
+        );
     }
 }
