@@ -20,8 +20,9 @@
 
 use crate::process::reaper::Members;
 use crate::process::{fd, procfs};
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::poll::{PollFd, PollFlags, ppoll};
 use nix::sys::signal::{Signal, kill};
+use nix::sys::time::TimeSpec;
 use nix::unistd::Pid;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -359,8 +360,8 @@ fn poll_event(path: &Path, key: &str, value: &str, within: Duration) -> bool {
             return false;
         }
         let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLPRI)];
-        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
-        let _ = poll(&mut fds, timeout);
+        // ppoll: poll's milliseconds would make the last sub-millisecond wait a spin.
+        let _ = ppoll(&mut fds, Some(TimeSpec::from_duration(left)), None);
     }
 }
 
