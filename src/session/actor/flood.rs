@@ -212,6 +212,11 @@ impl Flood {
         self.away.is_some()
     }
 
+    /// Output came faster than a slice takes in: the next read is a turn's.
+    pub(super) fn start(&mut self) {
+        self.on = true;
+    }
+
     /// Whether a turn should start now.
     pub(super) fn turn_due(&self) -> bool {
         self.on && !self.away()
@@ -238,13 +243,6 @@ impl Flood {
                 Err(_) => std::future::pending().await,
             },
         }
-    }
-}
-
-impl Flood {
-    /// Output came faster than a slice takes in: the next read is a turn's.
-    pub(super) fn start(&mut self) {
-        self.on = true;
     }
 }
 
