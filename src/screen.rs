@@ -18,6 +18,7 @@ mod recorder;
 mod redraws;
 mod resting;
 mod run;
+mod scan;
 mod sequences;
 mod state;
 mod styled;

@@ -6,6 +6,7 @@
 //! tests compare both).
 
 use super::run::{Found, Run, RunLine};
+use super::scan::printable_run;
 use super::state::State;
 use std::num::NonZeroU16;
 
@@ -104,10 +105,7 @@ impl State {
         let mut rest = bytes;
         if !self.run.tail.is_empty() {
             // Complete the unfinished line first.
-            let upto = rest
-                .iter()
-                .position(|b| *b == b'\n')
-                .map_or(rest.len(), |p| p + 1);
+            let upto = memchr::memchr(b'\n', rest).map_or(rest.len(), |p| p + 1);
             let mut line = std::mem::take(&mut self.run.tail);
             let before = line.len();
             line.extend_from_slice(&rest[..upto]);
@@ -266,7 +264,7 @@ impl State {
 /// Offset of the first CR LF.
 fn find_line_end(bytes: &[u8]) -> Option<usize> {
     let mut from = 0;
-    while let Some(p) = bytes[from..].iter().position(|b| *b == b'\n') {
+    while let Some(p) = memchr::memchr(b'\n', &bytes[from..]) {
         let at = from + p;
         if at > 0 && bytes[at - 1] == b'\r' {
             return Some(at - 1);
@@ -283,11 +281,13 @@ pub(super) fn scan_line(bytes: &[u8]) -> LineScan {
     let mut sgr = false;
     let mut i = 0;
     while i < bytes.len() {
-        match bytes[i] {
-            0x20..=0x7e => {
-                width += 1;
-                i += 1;
-            }
+        let text = printable_run(&bytes[i..]);
+        width += text;
+        i += text;
+        let Some(&b) = bytes.get(i) else {
+            break;
+        };
+        match b {
             b'\r' => {
                 return match bytes.get(i + 1) {
                     Some(b'\n') => LineScan::Complete {
@@ -329,10 +329,7 @@ fn strip_sgr(line: &[u8], text: &mut String, colours: &mut Vec<u8>) {
     let mut i = 0;
     while i < line.len() {
         if line[i] == 0x1b {
-            let end = i + line[i..]
-                .iter()
-                .position(|b| *b == b'm')
-                .unwrap_or(line.len() - i - 1);
+            let end = i + memchr::memchr(b'm', &line[i..]).unwrap_or(line.len() - i - 1);
             let seq = &line[i..=end];
             if seq == b"\x1b[m" || seq == b"\x1b[0m" {
                 colours.clear();
@@ -340,10 +337,7 @@ fn strip_sgr(line: &[u8], text: &mut String, colours: &mut Vec<u8>) {
             colours.extend_from_slice(seq);
             i = end + 1;
         } else {
-            let end = i + line[i..]
-                .iter()
-                .position(|b| *b == 0x1b)
-                .unwrap_or(line.len() - i);
+            let end = i + memchr::memchr(0x1b, &line[i..]).unwrap_or(line.len() - i);
             // Plain lines are ASCII, so this is valid UTF-8.
             text.push_str(std::str::from_utf8(&line[i..end]).unwrap_or_default());
             i = end;

@@ -21,6 +21,7 @@
 //! and so does a string sequence (OSC, DCS, ...): its body is not ground, and a shell mark's
 //! place in the stream is counted in bytes.
 
+use super::scan::printable_run;
 use std::ops::Range;
 
 /// What a piece of the bytes is, for the collapse.
@@ -63,37 +64,6 @@ fn token(bytes: &[u8]) -> (Token, usize) {
         }
         _ => (Token::Other, 1),
     }
-}
-
-/// How many bytes at the start of `bytes` are printable ASCII (`0x20..=0x7e`). Most of a
-/// progress bar or a repainted row is such text, and this scan was the collapse's largest
-/// cost byte by byte: it looks at eight bytes at once and only scans bytewise the word that
-/// holds the run's end.
-fn printable_run(bytes: &[u8]) -> usize {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    let mut words = bytes.chunks_exact(8);
-    let mut n = 0;
-    for word in words.by_ref() {
-        let x = u64::from_ne_bytes(word.try_into().expect("eight bytes"));
-        // A byte below 0x20 sets its high bit in `below`; one of 0x7f or more has it set,
-        // or gains it by adding 1, in `above`. Exact for the word as a whole: a borrow or a
-        // carry only spreads from a byte that is itself out of range.
-        let below = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
-        let above = (x.wrapping_add(ONES) | x) & HIGHS;
-        if below | above != 0 {
-            return n + bytewise_run(word);
-        }
-        n += 8;
-    }
-    n + bytewise_run(words.remainder())
-}
-
-fn bytewise_run(bytes: &[u8]) -> usize {
-    bytes
-        .iter()
-        .position(|b| !(0x20..=0x7e).contains(b))
-        .unwrap_or(bytes.len())
 }
 
 /// Classifies the CSI sequence at the start of `bytes` (which begin `ESC [`).

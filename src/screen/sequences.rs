@@ -8,6 +8,7 @@
 //! later in the same read. A sequence cut by a read's end is held back until it is complete.
 
 use super::State;
+use super::scan;
 use super::xterm::{self, Modes};
 
 /// A held-back incomplete escape sequence longer than this is passed on as it is (vte drops
@@ -243,7 +244,12 @@ impl Sequences {
                 }
             }
             let per_char = self.modes.per_char();
-            let Some(p) = input[i..].iter().position(|&b| interesting(b, per_char)) else {
+            let next = if per_char {
+                input[i..].iter().position(|&b| interesting(b, per_char))
+            } else {
+                scan::escape_non_ascii_or(&input[i..], &HANDLED_CONTROLS)
+            };
+            let Some(p) = next else {
                 break;
             };
             i += p;
@@ -366,10 +372,7 @@ impl Sequences {
             }
             if (0x20..0x7f).contains(&b) {
                 // Printable ASCII under a per-character mode.
-                let run = input[i..]
-                    .iter()
-                    .position(|b| !(0x20..0x7f).contains(b))
-                    .map_or(n - i, |p| p);
+                let run = scan::printable_run(&input[i..]);
                 state.process(&input[pending..i]);
                 self.modes.text(&input[i..i + run], state);
                 i += run;
@@ -435,11 +438,14 @@ pub(super) fn leaves_a_sequence_open(bytes: &[u8]) -> bool {
     }
 }
 
+/// The controls the scan stops at (in ground state): backspace, tab, shift out and in.
+const HANDLED_CONTROLS: [u8; 4] = [0x08, 0x09, 0x0e, 0x0f];
+
 /// Whether the scan stops at byte `b` (in ground state).
 fn interesting(b: u8, per_char: bool) -> bool {
     match b {
         0x1b | 0x80..=0xff => true,
-        0x08 | 0x09 | 0x0e | 0x0f => true,
+        _ if HANDLED_CONTROLS.contains(&b) => true,
         0x20..=0x7e => per_char,
         _ => false,
     }

@@ -1,7 +1,7 @@
 //! The collapse of redraws: what it drops and keeps (tables), and terminals fed with and
 //! without it reading the same, colours and cursor included.
 
-use super::{collapse, printable_run};
+use super::collapse;
 use crate::screen::Terminal;
 
 /// What a case says, the bytes, and what the collapse makes of them (`None`: nothing).
@@ -279,46 +279,6 @@ fn a_sequence_cut_by_a_read_does_not_stop_the_collapse() {
             everything(&mut t),
             everything(&mut plain),
             "pieces of {piece}"
-        );
-    }
-}
-
-#[test]
-fn printable_runs_end_at_the_first_byte_outside_ascii_text() {
-    // Every byte value at every place of a run longer than two words, against the bytewise
-    // scan: the word-at-a-time test must neither stop early nor run past the byte.
-    for len in [0, 1, 7, 8, 9, 16, 17, 23] {
-        let text = vec![b'a'; len];
-        assert_eq!(printable_run(&text), len, "all text, {len} bytes");
-        for at in 0..len {
-            for byte in 0..=255u8 {
-                let mut bytes = text.clone();
-                bytes[at] = byte;
-                let want = if (0x20..=0x7e).contains(&byte) {
-                    len
-                } else {
-                    at
-                };
-                assert_eq!(
-                    printable_run(&bytes),
-                    want,
-                    "byte {byte:#04x} at {at} of {len}"
-                );
-            }
-        }
-    }
-    for (bytes, want) in [
-        (&b" ~ edges ~ "[..], 11),
-        (b"progress 10%|###   |\r", 20),
-        (b"cafe\xc3\xa9 au lait", 4),
-        (b"12345678\x1b[K", 8),
-        (b"1234567\x7f9", 7),
-    ] {
-        assert_eq!(
-            printable_run(bytes),
-            want,
-            "{:?}",
-            String::from_utf8_lossy(bytes)
         );
     }
 }
