@@ -152,7 +152,11 @@ impl CommandBook {
         if id == "last" {
             return self.records.back();
         }
-        let number: u64 = id.strip_prefix('c')?.parse().ok()?;
+        self.by_number(id.strip_prefix('c')?.parse().ok()?)
+    }
+
+    /// Record number `number`, if it is kept (the records are in number order).
+    pub(crate) fn by_number(&self, number: u64) -> Option<&CommandRecord> {
         let i = self
             .records
             .binary_search_by_key(&number, |r| r.number)
