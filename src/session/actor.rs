@@ -191,12 +191,11 @@ impl Actor {
                         store.set_jobs(jobs);
                     }
                 }
-                Effect::SaveRecords(mut numbers) => {
+                Effect::SaveRecords(numbers) => {
                     if let Some(log) = &mut self.log {
                         // Looked up by number: a session keeps up to 10 000 records, and a
                         // scan of them all for each mark made a send at 10 000 records 1.6x
                         // slower than in a fresh session.
-                        numbers.sort_unstable();
                         let book = self.core.records();
                         for record in numbers.iter().filter_map(|&n| book.by_number(n)) {
                             log.save(record, || book.records().iter().collect());

@@ -95,7 +95,7 @@ pub(super) enum Effect {
     Publish(SessionState),
     /// The jobs' state, for a daemon adopting the session.
     SaveJobs(Vec<JobRecord>),
-    /// These command records (by number) changed: save them.
+    /// These command records (by number, oldest first) changed: save them.
     SaveRecords(Vec<u64>),
     /// The session rests: its journal window may leave memory; `trim`: the terminal gave back
     /// enough for the allocator to return memory to the system.

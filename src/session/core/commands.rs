@@ -31,7 +31,8 @@ impl Core {
         let changed = self.commands.on_mark(event, &ctx);
         let records = self.commands.records();
         if changed > 0 {
-            let numbers = records.iter().rev().take(changed).map(|r| r.number);
+            let newest = records.iter().skip(records.len().saturating_sub(changed));
+            let numbers = newest.map(|r| r.number);
             cx.effect(Effect::SaveRecords(numbers.collect()));
         }
         // A start mark that made a record made the newest one.
