@@ -17,6 +17,7 @@ mod fast_path;
 mod recorder;
 mod redraws;
 mod resting;
+mod rows;
 mod run;
 mod scan;
 mod sequences;

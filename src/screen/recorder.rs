@@ -2,6 +2,7 @@
 //! lines (wrapped rows joined), shell-integration marks are recorded with their position, and
 //! terminal queries (cursor position, device status and attributes, colours) are answered.
 
+use super::rows::rows_text;
 use super::xterm;
 use super::{MarkEvent, Position};
 use crate::history::History;
@@ -226,7 +227,7 @@ impl vt100::Callbacks for Recorder {
 /// now. Read when a command-end mark arrives, before the prompt that follows redraws the line.
 pub(super) fn cursor_line(screen: &vt100::Screen, rec: &Recorder) -> String {
     let (row, _) = screen.cursor_position();
-    let (height, cols) = screen.size();
+    let height = screen.size().0;
     let mut first = row;
     while first > 0 && screen.row_wrapped(first - 1) {
         first -= 1;
@@ -243,7 +244,7 @@ pub(super) fn cursor_line(screen: &vt100::Screen, rec: &Recorder) -> String {
                 .unwrap_or_default(),
         );
     }
-    text.push_str(&screen.contents_between(first, 0, last, cols.get()));
+    text.push_str(&rows_text(screen, first, last));
     let len = text.trim_end_matches(' ').len();
     text.truncate(len);
     xterm::show_malformed(&mut text);
@@ -313,7 +314,7 @@ fn logical_line(screen: &vt100::Screen, rec: &Recorder, n: u64) -> Option<String
     if n <= in_history && !(n == in_history && rec.tail_wrapped()) {
         return rec.history.line(n).map(str::to_owned);
     }
-    let (height, cols) = screen.size();
+    let height = screen.size().0;
     let mut line = in_history;
     let mut text: Option<String> = None;
     if rec.tail_wrapped() && n == in_history {
@@ -330,7 +331,7 @@ fn logical_line(screen: &vt100::Screen, rec: &Recorder, n: u64) -> Option<String
         }
         if line == n {
             text.get_or_insert_with(String::new)
-                .push_str(&screen.contents_between(row, 0, row, cols.get()));
+                .push_str(&rows_text(screen, row, row));
         } else if line > n {
             break;
         }

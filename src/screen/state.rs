@@ -4,6 +4,7 @@
 
 use super::emulator::Emulator;
 use super::recorder::cursor_position;
+use super::rows::rows_text;
 use super::run::Run;
 use super::{Position, xterm};
 
@@ -268,11 +269,7 @@ impl State {
             .filter_map(|i| {
                 let start = *starts.get(i)?;
                 let end = starts.get(i + 1).map_or(last_row, |next| next - 1);
-                // Rows start..=end in full; the row after contributes nothing (width 0).
-                let mut text = screen.contents_between(start, 0, end + 1, 0);
-                if text.ends_with('\n') {
-                    text.pop();
-                }
+                let mut text = rows_text(screen, start, end);
                 let len = text.trim_end_matches(' ').len();
                 text.truncate(len);
                 xterm::show_malformed(&mut text);
