@@ -99,19 +99,35 @@ impl Master {
     async fn read_with(
         &self,
         mut read: impl FnMut(&OwnedFd) -> io::Result<usize>,
-    ) -> io::Result<usize> {
+    ) -> io::Result<MasterRead> {
         let Some(watch) = &self.watch else {
             return std::future::pending().await;
         };
+        let mut waited = false;
         loop {
             let mut guard = watch.readable().await?;
-            match guard.try_io(|_| read(&self.fd)) {
-                Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(0),
-                Ok(result) => return result,
-                Err(_would_block) => continue,
-            }
+            let len = match guard.try_io(|_| read(&self.fd)) {
+                Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => 0,
+                Ok(result) => result?,
+                Err(_would_block) => {
+                    // Readiness is only cleared here, so a read that finds output on its
+                    // first try found it there when the caller came back.
+                    waited = true;
+                    continue;
+                }
+            };
+            return Ok(MasterRead { len, waited });
         }
     }
+}
+
+/// What one read of the master brought.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MasterRead {
+    /// Bytes read; 0 means the master hung up (no process holds the slave).
+    pub(crate) len: usize,
+    /// The terminal was empty when the read began: it waited for the program's next output.
+    pub(crate) waited: bool,
 }
 
 /// The PTY master plus the program running on its slave.
@@ -207,7 +223,7 @@ impl Pty {
         &self,
         buf: &'static std::thread::LocalKey<std::cell::RefCell<Vec<u8>>>,
         limit: usize,
-    ) -> io::Result<usize> {
+    ) -> io::Result<MasterRead> {
         self.io
             .read_with(|master| {
                 buf.with_borrow_mut(|b| {
@@ -276,8 +292,8 @@ impl Pty {
         }
     }
 
-    /// Reads available output into `buf`, waiting for some; `Ok(0)` means the master hung up.
-    pub(crate) async fn read_into(&self, buf: &mut [u8]) -> io::Result<usize> {
+    /// Reads available output into `buf`, waiting for some.
+    pub(crate) async fn read_into(&self, buf: &mut [u8]) -> io::Result<MasterRead> {
         self.io.read_with(|master| fd::read(master, buf)).await
     }
 

@@ -17,7 +17,7 @@ use super::send::caller_gone;
 use super::shell::Write;
 use super::{Command, SessionSpec, SessionState, unix_ms};
 use crate::marks::Integration;
-use crate::process::pty::{ExitKind, Pty};
+use crate::process::pty::{ExitKind, MasterRead, Pty};
 use crate::process::stdin_probe::ScheduleCounter;
 use crate::state::SessionStore;
 use crate::state::commands::CommandLog;
@@ -119,8 +119,8 @@ impl Actor {
             tokio::select! {
                 read = self.capture.read(&self.pty, self.pacing.read_limit()), if home && !self.eof => {
                     match read {
-                        Ok(0) | Err(_) => self.eof = true,
-                        Ok(n) => self.take_read(n),
+                        Ok(MasterRead { len: 0, .. }) | Err(_) => self.eof = true,
+                        Ok(MasterRead { len, waited }) => self.take_read(len, waited),
                     }
                 }
                 turn = self.flood.back(), if !home => self.on_turn_back(turn),
@@ -216,7 +216,14 @@ impl Actor {
     /// starts a flood when the slice is used up by them and more output waits already: the
     /// program writes faster than the actor takes in. One dear read alone (a send's answer
     /// rendered, a resting terminal woken) is no flood, and a turn would only wait for more.
-    fn take_read(&mut self, n: usize) {
+    /// `yielded`: the actor let the runtime run since the read before (it waited for this
+    /// output, or polled for it between other tasks), so a new slice begins. Without that, the
+    /// reads of a few sends added up to a slice, and a send's prompt, waiting to be read, was
+    /// taken for a flood: a worker thread and an emulating thread started for a few bytes.
+    fn take_read(&mut self, n: usize, yielded: bool) {
+        if yielded {
+            self.pacing.new_slice();
+        }
         let started = Instant::now();
         let bytes = self.capture.take(n, <[u8]>::to_vec);
         self.handle(Event::Output(&bytes));
@@ -232,7 +239,8 @@ impl Actor {
         if let Ok(Some(n)) = self.capture.try_read(&self.pty, self.pacing.read_limit())
             && n > 0
         {
-            self.take_read(n);
+            // Called after a yield (the spin's turn of the loop).
+            self.take_read(n, true);
         }
     }
 

@@ -3,7 +3,7 @@
 //! daemon's death, see `state::journal`), else in the thread's shared read buffer. Every read
 //! of the master goes through here.
 
-use crate::process::pty::{OutputReader, Pty};
+use crate::process::pty::{MasterRead, OutputReader, Pty};
 use crate::state::journal::Journal;
 use crate::state::journal_head::Restored;
 use std::cell::RefCell;
@@ -48,9 +48,8 @@ impl Capture {
         }
     }
 
-    /// Waits for output and reads at most `limit` bytes of it; `Ok(0)`: the master hung up. Use
-    /// the bytes with `take`.
-    pub(super) async fn read(&mut self, pty: &Pty, limit: usize) -> io::Result<usize> {
+    /// Waits for output and reads at most `limit` bytes of it. Use the bytes with `take`.
+    pub(super) async fn read(&mut self, pty: &Pty, limit: usize) -> io::Result<MasterRead> {
         match &mut self.journal {
             Some(journal) => pty.read_into(up_to(journal.spare()?, limit)).await,
             None => pty.read_shared(&READ_BUFFER, limit).await,

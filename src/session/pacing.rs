@@ -100,10 +100,15 @@ impl Pacing {
     pub(super) fn slice_used(&mut self) -> bool {
         let used = self.slice_spent();
         if used {
-            self.spent = Duration::ZERO;
-            self.taken = 0;
+            self.new_slice();
         }
         used
+    }
+
+    /// The actor let every other task run: what it spent before no longer counts.
+    pub(super) fn new_slice(&mut self) {
+        self.spent = Duration::ZERO;
+        self.taken = 0;
     }
 }
 
@@ -147,6 +152,28 @@ mod tests {
             pacing.took(4096, Duration::from_nanos(100));
             assert_eq!(pacing.slice_used(), i == 15, "cheap read {i}");
         }
+    }
+
+    #[test]
+    fn a_yield_between_reads_begins_a_new_slice() {
+        let us = Duration::from_micros;
+        // Reads of a send's output, each after the actor waited for it: none adds to the
+        // next, however many come.
+        let mut pacing = Pacing::default();
+        for i in 0..20 {
+            pacing.new_slice();
+            pacing.took(200, us(30));
+            assert!(!pacing.slice_spent(), "read {i} after a wait");
+        }
+        // The same reads back to back add up to a slice.
+        let mut pacing = Pacing::default();
+        let spent: Vec<bool> = (0..4)
+            .map(|_| {
+                pacing.took(200, us(30));
+                pacing.slice_spent()
+            })
+            .collect();
+        assert_eq!(spent, [false, false, false, true]);
     }
 
     #[test]
