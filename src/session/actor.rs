@@ -56,6 +56,8 @@ pub(super) struct Actor {
     flood: flood::Flood,
     /// A command that came during a turn, handled once the turn is back.
     held: Option<Command>,
+    /// Effects put off until a send's answer has gone out (see `apply`).
+    deferred: Vec<Effect>,
 }
 
 impl Actor {
@@ -89,6 +91,7 @@ impl Actor {
             shell_counter: None,
             flood: flood::Flood::default(),
             held: None,
+            deferred: Vec::new(),
         }
     }
 
@@ -151,12 +154,19 @@ impl Actor {
                 _ = tokio::task::yield_now(), if home && spinning => self.read_now(),
                 _ = stop.notified() => break,
             }
-            if self.pacing.slice_used() {
-                // A flood keeps the PTY always readable: let other sessions and RPCs run (tokio's
-                // own budget would allow 128 reads).
+            // A flood keeps the PTY always readable: let other sessions and RPCs run (tokio's
+            // own budget would allow 128 reads). A send's answer was handed over: let its RPC
+            // write it out before anything else here (a yielding task runs again only once
+            // every other task has run).
+            let slice_used = self.pacing.slice_used();
+            if slice_used || !self.deferred.is_empty() {
                 tokio::task::yield_now().await;
+                let deferred = std::mem::take(&mut self.deferred);
+                self.apply_now(deferred);
             }
         }
+        let deferred = std::mem::take(&mut self.deferred);
+        self.apply_now(deferred);
         self.shutdown().await;
         crate::process::memory::trim_soon();
     }
@@ -180,9 +190,28 @@ impl Actor {
         self.apply(effects);
     }
 
+    /// Carries out `effects`; once a send's caller was answered, all but the published state
+    /// wait until the answer has gone out: saving the records of the command that just ended,
+    /// a disk write, sat between the answer and its caller.
     fn apply(&mut self, effects: Vec<Effect>) {
+        if self.deferred.is_empty() && !effects.contains(&Effect::Answered) {
+            return self.apply_now(effects);
+        }
         for effect in effects {
             match effect {
+                Effect::Publish(state) => {
+                    self.state.send_replace(state);
+                }
+                Effect::Answered => {}
+                later => self.deferred.push(later),
+            }
+        }
+    }
+
+    fn apply_now(&mut self, effects: Vec<Effect>) {
+        for effect in effects {
+            match effect {
+                Effect::Answered => {}
                 Effect::Publish(state) => {
                     self.state.send_replace(state);
                 }

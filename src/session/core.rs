@@ -100,6 +100,9 @@ pub(super) enum Effect {
     /// The session rests: its journal window may leave memory; `trim`: the terminal gave back
     /// enough for the allocator to return memory to the system.
     Rest { trim: bool },
+    /// A send's caller was handed its answer in this event: the answer goes out first, and
+    /// what else the event asks for waits until it has.
+    Answered,
 }
 
 /// What one event is handled with: the port, the time, and the effects it produces.

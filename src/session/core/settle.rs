@@ -209,6 +209,9 @@ impl Core {
                 kill.settled(status);
             }
             self.save_jobs(cx);
+        } else {
+            // A caller, not the job table, got the outcome.
+            cx.effect(Effect::Answered);
         }
         self.publish(cx);
     }

@@ -182,6 +182,8 @@ struct Session {
     ready_answers: VecDeque<oneshot::Receiver<Ready>>,
     written: Vec<u8>,
     published: Option<SessionState>,
+    /// `Effect::Answered` seen and not yet matched by an `Answered` step.
+    answered: usize,
 }
 
 fn spec() -> SessionSpec {
@@ -229,13 +231,16 @@ impl Session {
             ready_answers: VecDeque::new(),
             written: Vec::new(),
             published: None,
+            answered: 0,
         }
     }
 
     fn event(&mut self, event: Event<'_>) {
         for effect in self.core.handle(event, self.now, 0, &mut self.tty) {
-            if let Effect::Publish(state) = effect {
-                self.published = Some(state);
+            match effect {
+                Effect::Publish(state) => self.published = Some(state),
+                Effect::Answered => self.answered += 1,
+                _ => {}
             }
         }
     }
@@ -369,6 +374,9 @@ impl Session {
                         .try_recv()
                         .unwrap_or_else(|_| panic!("{at}: no answer yet"))
                         .unwrap_or_else(|e| panic!("{at}: refused: {e}"));
+                    // The actor lets the answer go out before the rest of the event's effects.
+                    assert!(self.answered > 0, "{at}: answered without Effect::Answered");
+                    self.answered -= 1;
                     assert_eq!(
                         (outcome.reason, outcome.exit_code),
                         (reason, exit),
