@@ -161,6 +161,7 @@ impl Actor {
             let slice_used = self.pacing.slice_used();
             if slice_used || !self.deferred.is_empty() {
                 tokio::task::yield_now().await;
+                self.pacing.new_slice();
                 let deferred = std::mem::take(&mut self.deferred);
                 self.apply_now(deferred);
             }
@@ -242,8 +243,8 @@ impl Actor {
     }
 
     /// Hands the `n` bytes the last read took to the core (they are in the journal), and
-    /// starts a flood when the slice is used up by them and more output waits already: the
-    /// program writes faster than the actor takes in. One dear read alone (a send's answer
+    /// starts a flood when the slice is used up by them and a backlog of output waits already
+    /// (`Pacing::flooding`): the program writes faster than the actor takes in. One dear read alone (a send's answer
     /// rendered, a resting terminal woken) is no flood, and a turn would only wait for more.
     /// `yielded`: the actor let the runtime run since the read before (it waited for this
     /// output, or polled for it between other tasks), so a new slice begins. Without that, the
@@ -258,7 +259,7 @@ impl Actor {
         self.handle(Event::Output(&bytes));
         self.pacing.took(n, started.elapsed());
         self.compact_journal_if_due();
-        if self.pacing.slice_spent() && !self.eof && self.pty.output_waiting() > 0 {
+        if !self.eof && self.pacing.flooding(|| self.pty.output_waiting()) {
             self.flood.start();
         }
     }

@@ -27,6 +27,12 @@ pub(super) const MIN_READ: usize = 256;
 pub(super) const TURN: Duration = Duration::from_millis(10);
 /// The most output one read of a flood's turn takes however cheap it is to emulate.
 pub(super) const BATCH_MAX: usize = 1 << 20;
+/// Output waiting after a spent slice that makes it a flood: half of what the kernel holds for
+/// a terminal's reader (4 KiB). A shell writes its prompt in a few small pieces, and a few
+/// reads of them in a row can spend a slice while the next piece (tens of bytes) waits: a
+/// flood's turn for that started two threads to read a prompt. A program that floods keeps
+/// the kernel's buffer full.
+pub(super) const FLOOD_BACKLOG: usize = 2048;
 
 /// What the output taken in since the last yield cost.
 #[derive(Debug, Default)]
@@ -91,6 +97,12 @@ impl Pacing {
         };
     }
 
+    /// Whether output comes faster than the actor takes it in: the slice is spent and
+    /// `waiting()` (bytes to read now, asked only then) says a backlog remains.
+    pub(super) fn flooding(&self, waiting: impl FnOnce() -> usize) -> bool {
+        self.slice_spent() && waiting() >= FLOOD_BACKLOG
+    }
+
     /// Whether the slice is used up: take in nothing more before the actor yields.
     pub(super) fn slice_spent(&self) -> bool {
         self.spent >= SLICE || self.taken >= SLICE_BYTES
@@ -152,6 +164,33 @@ mod tests {
             pacing.took(4096, Duration::from_nanos(100));
             assert_eq!(pacing.slice_used(), i == 15, "cheap read {i}");
         }
+    }
+
+    #[test]
+    fn a_flood_is_a_spent_slice_with_a_backlog_waiting() {
+        let us = Duration::from_micros;
+        // (time spent in the slice, bytes waiting, a flood)
+        let cases: &[(Duration, usize, bool)] = &[
+            (us(20), 4096, false),
+            (us(150), 0, false),
+            // A prompt's next piece waiting after a few dear reads.
+            (us(150), 60, false),
+            (us(150), FLOOD_BACKLOG - 1, false),
+            (us(150), FLOOD_BACKLOG, true),
+            (us(150), 4096, true),
+        ];
+        for &(spent, waiting, flood) in cases {
+            let mut pacing = Pacing::default();
+            pacing.took(100, spent);
+            assert_eq!(
+                pacing.flooding(|| waiting),
+                flood,
+                "{spent:?} spent, {waiting} waiting"
+            );
+        }
+        // The backlog is asked only once the slice is spent (it costs system calls).
+        let pacing = Pacing::default();
+        assert!(!pacing.flooding(|| panic!("asked with a slice left")));
     }
 
     #[test]
