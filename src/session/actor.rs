@@ -114,6 +114,7 @@ impl Actor {
             };
             let writing = write != Write::Nothing;
             let watch_exit = home && !self.core.exited();
+            let turn_due = self.turn_due();
             let (pending, keys, active) = self.core.waits(write);
             // A person's keys go in between the shell's writes (an agent's input is refused
             // while a person holds the keyboard, but a send begun before may still write).
@@ -127,7 +128,7 @@ impl Actor {
                     }
                 }
                 turn = self.flood.back(), if !home => self.on_turn_back(turn),
-                _ = std::future::ready(()), if self.flood.turn_due() => self.start_turn(),
+                _ = std::future::ready(()), if turn_due => self.start_turn(),
                 exit = self.pty.wait_exit(), if watch_exit => {
                     self.handle(Event::Exited(exit.unwrap_or(ExitKind::Code(0))));
                 }
@@ -258,7 +259,6 @@ impl Actor {
         let bytes = self.capture.take(n, <[u8]>::to_vec);
         self.handle(Event::Output(&bytes));
         self.pacing.took(n, started.elapsed());
-        self.compact_journal_if_due();
         if !self.eof && self.pacing.flooding(|| self.pty.output_waiting()) {
             self.flood.start();
         }

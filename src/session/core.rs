@@ -45,8 +45,7 @@ use super::{Command, Ready, Replay, SendInput, SessionSpec, SessionState, Sink, 
 use crate::error::Error;
 use crate::marks::Integration;
 use crate::process::pty::ExitKind;
-use crate::screen::{NoCheckpoint, Position, Terminal};
-use crate::state::journal_head::Restored;
+use crate::screen::{MarkEvent, Position, Terminal};
 use crate::state::record::JobRecord;
 use std::io;
 use std::sync::Arc;
@@ -278,13 +277,10 @@ impl Core {
         std::mem::replace(&mut self.terminal, terminal)
     }
 
-    /// What a compacted journal restores: the terminal's checkpoint and the marks that bring a
-    /// new shell state where this one is.
-    pub(super) fn checkpoint(&mut self) -> Result<Restored, NoCheckpoint> {
-        Ok(Restored {
-            terminal: self.terminal.checkpoint()?,
-            marks: self.shell_marks.kept(),
-        })
+    /// The marks that bring a new shell state where this one is: what a compacted journal
+    /// restores beside the terminal's checkpoint.
+    pub(super) fn kept_marks(&self) -> Vec<MarkEvent> {
+        self.shell_marks.kept()
     }
 
     /// The command records, to save (see `Effect::SaveRecords`).

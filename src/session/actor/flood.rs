@@ -13,6 +13,7 @@
 //! turn (which it ends), the timers and the program's exit wait too.
 
 use super::Actor;
+use super::compact::{Compacted, Compaction};
 use crate::process::pty::OutputReader;
 use crate::screen::Terminal;
 use crate::session::capture::Capture;
@@ -65,12 +66,31 @@ pub(super) struct Turn {
     paused: bool,
     /// No emulating thread could be started: the turn read nothing.
     no_thread: bool,
+    /// A flood is on: the turn reads. Without one it only compacts the journal.
+    read: bool,
+    /// The journal's compaction, due at the turn's end (see `compact.rs`), and how it went.
+    compaction: Option<Compaction>,
+    compacted: Option<Compacted>,
 }
 
 impl Turn {
+    /// Reads and emulates while the flood lasts (when one is on), then compacts the journal
+    /// when that is due.
+    fn run(mut self, session: &str) -> Turn {
+        if self.read {
+            self.read_and_emulate(session);
+        } else {
+            self.paused = true;
+        }
+        if let Some(compaction) = self.compaction.take() {
+            self.compacted = Some(compaction.run(&mut self.terminal, &mut self.capture));
+        }
+        self
+    }
+
     /// Reads until the output pauses, the emulated output needs the actor, a command comes or
     /// `TURN` is up; a second thread emulates the pieces read meanwhile.
-    fn run(mut self, session: &str) -> Turn {
+    fn read_and_emulate(&mut self, session: &str) {
         let started = Instant::now();
         self.bytes.clear();
         let needs_actor = AtomicBool::new(false);
@@ -88,7 +108,8 @@ impl Turn {
             eof,
             paused,
             no_thread,
-        } = &mut self;
+            ..
+        } = self;
         std::thread::scope(|scope| {
             let emulating = std::thread::Builder::new()
                 .name("ptyd-emulate".into())
@@ -142,7 +163,6 @@ impl Turn {
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         });
-        self
     }
 }
 
@@ -217,11 +237,6 @@ impl Flood {
         self.on = true;
     }
 
-    /// Whether a turn should start now.
-    pub(super) fn turn_due(&self) -> bool {
-        self.on && !self.away()
-    }
-
     /// Ends the turn away at its next read (a command waits for it).
     pub(super) fn call_back(&self) {
         self.wanted.store(true, Ordering::Relaxed);
@@ -247,6 +262,11 @@ impl Flood {
 }
 
 impl Actor {
+    /// Whether a turn should start now: for a flood, or for the journal's compaction.
+    pub(super) fn turn_due(&self) -> bool {
+        !self.flood.away() && (self.flood.on || self.compaction_due())
+    }
+
     /// Hands the output side to a worker thread for a turn.
     pub(super) fn start_turn(&mut self) {
         let reader = match &self.flood.reader {
@@ -254,9 +274,13 @@ impl Actor {
             None => match self.pty.output_reader() {
                 Ok(reader) => self.flood.reader.insert(Arc::new(reader)).clone(),
                 Err(e) => {
-                    // No worker then: the actor takes the flood in itself, a slice at a time.
+                    // No worker then: the actor takes the flood in itself, a slice at a time,
+                    // and the journal is not compacted before a bound of output more.
                     tracing::debug!(session = %self.spec.id, error = %e, "no output reader for a worker");
                     self.flood.on = false;
+                    if self.compaction_due() {
+                        self.compacted(Compacted::Failed(e));
+                    }
                     return;
                 }
             },
@@ -267,6 +291,8 @@ impl Actor {
             .take()
             .unwrap_or_else(|| Terminal::new(1, 1, 1, 1));
         self.flood.wanted.store(false, Ordering::Relaxed);
+        // Asked before the capture goes with the turn.
+        let compaction = self.compaction();
         let turn = Turn {
             terminal: self.core.swap_terminal(stand_in),
             capture: std::mem::take(&mut self.capture),
@@ -278,6 +304,9 @@ impl Actor {
             eof: false,
             paused: false,
             no_thread: false,
+            read: self.flood.on,
+            compaction,
+            compacted: None,
         };
         // The worker reads: the runtime's thread need not wake for every 4 KiB it takes.
         self.pty.unwatch_output();
@@ -296,9 +325,13 @@ impl Actor {
             eof,
             paused,
             no_thread,
+            compacted,
             ..
         } = turn;
         self.capture = capture;
+        if let Some(outcome) = compacted {
+            self.compacted(outcome);
+        }
         self.eof |= eof;
         if paused || eof || no_thread {
             // Without a thread the actor takes the output in itself, until the next flood.
@@ -308,7 +341,6 @@ impl Actor {
         self.flood.stand_in = Some(self.core.swap_terminal(terminal));
         self.handle(Event::TurnBack(&bytes));
         self.flood.bytes = bytes;
-        self.compact_journal_if_due();
         if let Some(cmd) = self.held.take() {
             self.handle(Event::Request(cmd));
         }
