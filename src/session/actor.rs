@@ -56,8 +56,8 @@ pub(super) struct Actor {
     flood: flood::Flood,
     /// A command that came during a turn, handled once the turn is back.
     held: Option<Command>,
-    /// Effects put off until a send's answer has gone out (see `apply`).
-    deferred: Vec<Effect>,
+    /// A send's caller was handed its answer: the actor yields before it goes on (see `run`).
+    answered: bool,
 }
 
 impl Actor {
@@ -91,7 +91,7 @@ impl Actor {
             shell_counter: None,
             flood: flood::Flood::default(),
             held: None,
-            deferred: Vec::new(),
+            answered: false,
         }
     }
 
@@ -160,15 +160,11 @@ impl Actor {
             // write it out before anything else here (a yielding task runs again only once
             // every other task has run).
             let slice_used = self.pacing.slice_used();
-            if slice_used || !self.deferred.is_empty() {
+            if slice_used || std::mem::take(&mut self.answered) {
                 tokio::task::yield_now().await;
                 self.pacing.new_slice();
-                let deferred = std::mem::take(&mut self.deferred);
-                self.apply_now(deferred);
             }
         }
-        let deferred = std::mem::take(&mut self.deferred);
-        self.apply_now(deferred);
         self.shutdown().await;
         crate::process::memory::trim_soon();
     }
@@ -192,28 +188,10 @@ impl Actor {
         self.apply(effects);
     }
 
-    /// Carries out `effects`; once a send's caller was answered, all but the published state
-    /// wait until the answer has gone out: saving the records of the command that just ended,
-    /// a disk write, sat between the answer and its caller.
     fn apply(&mut self, effects: Vec<Effect>) {
-        if self.deferred.is_empty() && !effects.contains(&Effect::Answered) {
-            return self.apply_now(effects);
-        }
         for effect in effects {
             match effect {
-                Effect::Publish(state) => {
-                    self.state.send_replace(state);
-                }
-                Effect::Answered => {}
-                later => self.deferred.push(later),
-            }
-        }
-    }
-
-    fn apply_now(&mut self, effects: Vec<Effect>) {
-        for effect in effects {
-            match effect {
-                Effect::Answered => {}
+                Effect::Answered => self.answered = true,
                 Effect::Publish(state) => {
                     self.state.send_replace(state);
                 }
@@ -245,8 +223,9 @@ impl Actor {
 
     /// Hands the `n` bytes the last read took to the core (they are in the journal), and
     /// starts a flood when the slice is used up by them and a backlog of output waits already
-    /// (`Pacing::flooding`): the program writes faster than the actor takes in. One dear read alone (a send's answer
-    /// rendered, a resting terminal woken) is no flood, and a turn would only wait for more.
+    /// (`Pacing::flooding`): the program writes faster than the actor takes in. One dear read
+    /// alone (a send's answer rendered, a resting terminal woken) is no flood, and a turn would
+    /// only wait for more.
     /// `yielded`: the actor let the runtime run since the read before (it waited for this
     /// output, or polled for it between other tasks), so a new slice begins. Without that, the
     /// reads of a few sends added up to a slice, and a send's prompt, waiting to be read, was

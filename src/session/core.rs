@@ -99,8 +99,9 @@ pub(super) enum Effect {
     /// The session rests: its journal window may leave memory; `trim`: the terminal gave back
     /// enough for the allocator to return memory to the system.
     Rest { trim: bool },
-    /// A send's caller was handed its answer in this event: the answer goes out first, and
-    /// what else the event asks for waits until it has.
+    /// A send's caller was handed its answer in this event: the actor lets it go out before
+    /// it takes in more output (the event's other effects, saving the command's record among
+    /// them, are carried out before: the answer never runs ahead of what a successor adopts).
     Answered,
 }
 

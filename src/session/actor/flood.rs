@@ -7,6 +7,9 @@
 //! actor and the RPCs keep the actor's thread, and sessions flooding at once take in their
 //! output on as many cores.
 //!
+//! The journal's compaction goes with a turn too (`compact.rs`): at the end of a flood's turn,
+//! or in a turn of its own when no flood is on.
+//!
 //! A turn is a larger read, nothing more: the raw bytes go to watchers and a streaming caller,
 //! and the marks, answers and modes are handled, when it comes back, as after any read. While
 //! the output side is away the actor handles nothing that reads it: a command waits for the
