@@ -84,13 +84,13 @@ impl Capture {
     }
 
     /// Replaces the journal by one that starts from `restored`; the old one stays if that fails.
-    /// Returns the old one, its file already replaced: dropping it gives the file's pages back,
-    /// which takes the kernel milliseconds for a journal of tens of megabytes.
-    pub(super) fn compact(&mut self, restored: &Restored) -> io::Result<Option<Journal>> {
-        match &mut self.journal {
-            Some(journal) => Ok(Some(std::mem::replace(journal, journal.compact(restored)?))),
-            None => Ok(None),
+    /// Dropping the old one gives its file's pages back, milliseconds of the kernel's time for a
+    /// journal of tens of megabytes: called on a turn's worker (`actor/compact.rs`).
+    pub(super) fn compact(&mut self, restored: &Restored) -> io::Result<()> {
+        if let Some(journal) = &mut self.journal {
+            *journal = journal.compact(restored)?;
         }
+        Ok(())
     }
 
     /// The session went idle: its journal window need not stay resident.

@@ -63,7 +63,7 @@ impl Compaction {
         };
         // The replaced journal is dropped here too, off the daemon's thread.
         match capture.compact(&restored) {
-            Ok(_replaced) => Compacted::Done,
+            Ok(()) => Compacted::Done,
             Err(e) => Compacted::Failed(e),
         }
     }
