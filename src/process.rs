@@ -16,6 +16,7 @@ pub mod procfs;
 pub(crate) mod pty;
 pub mod reaper;
 pub(crate) mod sandbox;
+pub(crate) mod slice;
 pub mod stdin_probe;
 pub(crate) mod tag;
 mod tracking;

@@ -42,6 +42,10 @@ pub async fn run(options: ServeOptions) -> Result<()> {
     let Some(config) = load_config(&options)? else {
         return Ok(());
     };
+    // This thread answers every RPC and runs every session's actor (see `process/slice.rs`).
+    if let Err(e) = crate::process::slice::prefer_short_slice() {
+        tracing::debug!(error = %e, "no short scheduler slice for the daemon's thread");
+    }
     // Handlers first: a SIGTERM that arrives once the socket is announced must shut down
     // cleanly, not kill the process with the default action. Then the signals a previous image
     // held across its exec (if this one comes from an upgrade) are let through.
