@@ -65,8 +65,9 @@
 //!   to an adopting daemon with `SCM_RIGHTS`), `process::sandbox` (a session's sandbox as its
 //!   helper enters it between fork and exec: namespaces, the daemon's places covered,
 //!   no_new_privs, the Landlock ruleset; and the kernel's Landlock check), the cgroup limits of
-//!   a sandbox in `process/cgroup/limits.rs`, and `process::memory` (one `malloc_trim` after a
-//!   burst of sessions rests or closes).
+//!   a sandbox in `process/cgroup/limits.rs`, `process::memory` (one `malloc_trim` after a
+//!   burst of sessions rests or closes), and `process::slice` (the short scheduler slice the
+//!   daemon's thread asks for).
 //! - [`screen`]: the terminal model (pure): the `Terminal` API in `screen.rs`; in `screen/`, the
 //!   control-sequence layer in front of vt100 (`sequences`, with xterm's semantics for what
 //!   vt100 lacks in `xterm`), the emulator state and its line reads (`state`), history recording

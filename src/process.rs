@@ -5,7 +5,7 @@
 //! Imports point one way: `pty` uses the others; `reaper` and `cgroup` use `procfs` and `fd`
 //! (`cgroup` also implements `reaper`'s `Members`, and `reaper` uses `tag`, which uses
 //! `procfs`); `tracking` uses `cgroup`; `helper` uses `procfs`, `fd`, `handover` and `reaper`'s
-//! `stop_all`; `stdin_probe` uses `procfs`; `procfs` and `fd` use nothing of the crate.
+//! `stop_all`; `stdin_probe` uses `procfs`; `procfs`, `fd` and `slice` use nothing of the crate.
 
 pub mod cgroup;
 pub(crate) mod fd;
