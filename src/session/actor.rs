@@ -7,6 +7,7 @@
 
 mod compact;
 mod flood;
+mod give_way;
 mod tty;
 
 use super::capture::Capture;
@@ -58,6 +59,8 @@ pub(super) struct Actor {
     held: Option<Command>,
     /// A send's caller was handed its answer: the actor yields before it goes on (see `run`).
     answered: bool,
+    /// This session's send whose answer a caller waits for, which floods elsewhere give way to.
+    awaited: give_way::Awaited,
 }
 
 impl Actor {
@@ -92,6 +95,7 @@ impl Actor {
             flood: flood::Flood::default(),
             held: None,
             answered: false,
+            awaited: give_way::Awaited::default(),
         }
     }
 
@@ -115,6 +119,8 @@ impl Actor {
             let writing = write != Write::Nothing;
             let watch_exit = home && !self.core.exited();
             let turn_due = self.turn_due();
+            let awaited = (!self.flood.is_on()).then(|| self.core.answer_awaited_since());
+            self.awaited.set(awaited.flatten());
             let (pending, keys, active) = self.core.waits(write);
             // A person's keys go in between the shell's writes (an agent's input is refused
             // while a person holds the keyboard, but a send begun before may still write).

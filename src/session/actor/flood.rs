@@ -8,7 +8,8 @@
 //! output on as many cores.
 //!
 //! The journal's compaction goes with a turn too (`compact.rs`): at the end of a flood's turn,
-//! or in a turn of its own when no flood is on.
+//! or in a turn of its own when no flood is on. A turn's reader gives way to another session's
+//! send that waits for its answer (`give_way.rs`).
 //!
 //! A turn is a larger read, nothing more: the raw bytes go to watchers and a streaming caller,
 //! and the marks, answers and modes are handled, when it comes back, as after any read. While
@@ -17,6 +18,7 @@
 
 use super::Actor;
 use super::compact::{Compacted, Compaction};
+use super::give_way;
 use crate::process::pty::OutputReader;
 use crate::screen::Terminal;
 use crate::session::capture::Capture;
@@ -131,26 +133,34 @@ impl Turn {
                     piece.clear();
                 }
             };
+            // Time spent giving way to another session's send (see `give_way.rs`).
+            let mut given = Duration::ZERO;
             loop {
-                capture.prepare(session);
-                match capture.try_read_from(reader, *read_limit) {
-                    Ok(Some(n)) if n > 0 => {
-                        capture.take(n, |read| piece.extend_from_slice(read));
-                        if piece.len() >= piece_limit {
-                            hand_over(&mut piece);
+                if give_way::now(started.elapsed(), given) {
+                    let paused = Instant::now();
+                    std::thread::sleep(give_way::STEP);
+                    given += paused.elapsed();
+                } else {
+                    capture.prepare(session);
+                    match capture.try_read_from(reader, *read_limit) {
+                        Ok(Some(n)) if n > 0 => {
+                            capture.take(n, |read| piece.extend_from_slice(read));
+                            if piece.len() >= piece_limit {
+                                hand_over(&mut piece);
+                            }
                         }
-                    }
-                    Ok(None) => {
-                        // The emulating thread catches up while the reader waits.
-                        hand_over(&mut piece);
-                        if !wait_for_output(reader, &needs_actor, wanted) {
-                            *paused = true;
+                        Ok(None) => {
+                            // The emulating thread catches up while the reader waits.
+                            hand_over(&mut piece);
+                            if !wait_for_output(reader, &needs_actor, wanted) {
+                                *paused = true;
+                                break;
+                            }
+                        }
+                        Ok(Some(_)) | Err(_) => {
+                            *eof = true;
                             break;
                         }
-                    }
-                    Ok(Some(_)) | Err(_) => {
-                        *eof = true;
-                        break;
                     }
                 }
                 if needs_actor.load(Ordering::Relaxed)
@@ -230,6 +240,11 @@ pub(super) struct Flood {
 }
 
 impl Flood {
+    /// Whether output is taken in by turns (a turn away or the next one due).
+    pub(super) fn is_on(&self) -> bool {
+        self.on
+    }
+
     /// Whether the output side is on a worker.
     pub(super) fn away(&self) -> bool {
         self.away.is_some()

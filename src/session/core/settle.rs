@@ -234,6 +234,15 @@ impl Core {
 
     /// Whether the loop polls for output instead of sleeping: a send that just wrote its input
     /// waits for the answer.
+    /// When the send whose answer a caller waits for began (none for a job, which nobody
+    /// waits on).
+    pub(in crate::session) fn answer_awaited_since(&self) -> Option<Instant> {
+        self.active
+            .as_ref()
+            .filter(|a| !matches!(a.sink, ActiveSink::Job(_)))
+            .map(|a| a.started)
+    }
+
     pub(in crate::session) fn spinning(&self, now: Instant) -> bool {
         self.spin_until.is_some_and(|until| now < until)
             && self
