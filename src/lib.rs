@@ -40,7 +40,8 @@
 //!   feeds the core events and carries out its effects; `actor/tty.rs` answers the port with
 //!   the PTY and `/proc`, `actor/compact.rs` compacts the journal at its bound, and
 //!   `actor/flood.rs` takes a flood in by turns on worker threads (one reads into the journal,
-//!   one emulates, while the actor's thread stays free). Beside them, pure: the shell's state
+//!   one emulates, while the actor's thread stays free), and a turn's reader gives way to
+//!   another session's fresh send (`actor/give_way.rs`). Beside them, pure: the shell's state
 //!   machine (`shell.rs`: marks, prompt, kept line, refused lines, when input may be written),
 //!   what a send writes and when text would only be typed ahead (`input.rs`), a signal's aim
 //!   (`aim.rs`), views over the terminal (`view.rs`: Read pages, viewports, MOTD, Watch replay),
