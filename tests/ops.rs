@@ -512,7 +512,8 @@ async fn every_verb_has_an_example_and_completions_are_generated() {
 }
 
 /// Starts `ptyd serve` on a socket in `dir` with `envs`, reads its stderr until it is listening,
-/// stops it with SIGTERM and returns all it wrote to stderr.
+/// makes two requests (an open and close that succeed, a List that fails), stops it with SIGTERM
+/// and returns all it wrote to stderr.
 async fn serve_log(dir: &Path, envs: &[(&str, &str)]) -> String {
     let mut cmd = ptyd();
     isolate(&mut cmd, dir);
@@ -546,6 +547,11 @@ async fn serve_log(dir: &Path, envs: &[(&str, &str)]) -> String {
         }
         rest
     });
+    let socket = dir.join("log-test.sock");
+    open_check_close(&socket, "log-test").await;
+    let mut c = ptyd::client::connect(&socket).await.expect("connect");
+    let refused = c.list(ListRequest::default()).await;
+    assert!(refused.is_err(), "a List without agent_id fails");
     terminate(child, "ptyd serve").await;
     log.extend(rest.await.expect("the stderr task"));
     log.join("\n")
@@ -573,6 +579,23 @@ async fn logs_follow_rust_log_and_suit_the_journal() {
                 "the journal adds the timestamp, ptyd does not: {event:?}"
             );
         }
+        // A request that fails is an event; one that succeeds is only at debug: an agent that
+        // polls would otherwise fill the journal.
+        let failed = |l: &&str| l.contains("ptyd::service: failed") && l.contains("rpc=\"List\"");
+        assert!(
+            events.iter().any(failed),
+            "a failed request is logged: {log}"
+        );
+        let ok = |l: &str| l.contains("ptyd::service: ok");
+        assert!(
+            !log.lines().any(ok),
+            "a request that succeeds is not: {log}"
+        );
+        let log = serve_log(dir.path(), &[("RUST_LOG", "ptyd::service=debug")]).await;
+        assert!(
+            log.lines().any(|l| ok(l) && l.contains("rpc=\"Open\"")),
+            "at debug, every request is: {log}"
+        );
         // RUST_LOG filters: at warn, the info events are gone.
         let log = serve_log(dir.path(), &[("RUST_LOG", "warn")]).await;
         assert!(!log.contains("INFO"), "RUST_LOG=warn drops info: {log}");
