@@ -119,8 +119,9 @@ impl Actor {
             let writing = write != Write::Nothing;
             let watch_exit = home && !self.core.exited();
             let turn_due = self.turn_due();
-            let awaited = (!self.flood.is_on()).then(|| self.core.answer_awaited_since());
-            self.awaited.set(awaited.flatten());
+            let flooding = self.flood.is_on();
+            self.awaited
+                .set(self.core.answer_awaited_since().filter(|_| !flooding));
             let (pending, keys, active) = self.core.waits(write);
             // A person's keys go in between the shell's writes (an agent's input is refused
             // while a person holds the keyboard, but a send begun before may still write).
